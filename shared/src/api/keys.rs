@@ -1,0 +1,74 @@
+//! Well-known label and annotation keys, condition types and condition reasons.
+//!
+//! The values are upstream agent-sandbox's, so objects written by either controller are
+//! understood by the other.
+
+/// Label and annotation prefixes reserved for the system; stripped from or rejected in user
+/// metadata.
+pub const SYSTEM_PREFIXES: [&str; 2] = ["agents.x-k8s.io/", "extensions.agents.x-k8s.io/"];
+
+/// Label on objects owned by a sandbox: the hash of the sandbox's name.
+pub const SANDBOX_NAME_HASH: &str = "agents.x-k8s.io/sandbox-name-hash";
+/// Annotation on a sandbox naming its pod.
+pub const POD_NAME: &str = "agents.x-k8s.io/pod-name";
+/// Label on a sandbox: `cold` or `warm`, how a claim got it.
+pub const LAUNCH_TYPE: &str = "agents.x-k8s.io/launch-type";
+/// Label on a sandbox that belongs to a warm pool.
+pub const WARM_POOL_SANDBOX: &str = "agents.x-k8s.io/warm-pool-sandbox";
+/// Label on a sandbox naming the template it was made from.
+pub const SANDBOX_TEMPLATE_REF: &str = "agents.x-k8s.io/sandbox-template-ref";
+/// Label on a warm pool member: the hash of the template blueprint it was made from.
+pub const SANDBOX_TEMPLATE_HASH: &str = "agents.x-k8s.io/sandbox-template-hash";
+/// Label on a warm pool member that a claim may adopt.
+pub const ADOPTABLE: &str = "agents.x-k8s.io/adoptable";
+/// Annotation on a claim naming the sandbox it adopted.
+pub const SANDBOX_NAME: &str = "agents.x-k8s.io/sandbox-name";
+
+/// Value of [`LAUNCH_TYPE`] for a sandbox created for its claim.
+pub const LAUNCH_TYPE_COLD: &str = "cold";
+/// Value of [`LAUNCH_TYPE`] for a sandbox adopted from a warm pool.
+pub const LAUNCH_TYPE_WARM: &str = "warm";
+
+/// Condition types.
+pub mod condition {
+    /// The sandbox (or claim's sandbox) serves.
+    pub const READY: &str = "Ready";
+    /// The sandbox's workload is suspended.
+    pub const SUSPENDED: &str = "Suspended";
+    /// Copied from the pod.
+    pub const POD_SCHEDULED: &str = "PodScheduled";
+    /// The pod reached a terminal phase.
+    pub const FINISHED: &str = "Finished";
+    /// The claim passed its expiry.
+    pub const CLAIM_EXPIRED: &str = "ClaimExpired";
+}
+
+/// Condition reasons.
+pub mod reason {
+    /// `Ready=True`: pod running and ready, with an IP and the Service if asked for.
+    pub const DEPENDENCIES_READY: &str = "DependenciesReady";
+    /// `Ready=False`: the pod or Service is not ready yet.
+    pub const DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
+    /// `Ready=False`: the sandbox is suspended.
+    pub const SANDBOX_SUSPENDED: &str = "SandboxSuspended";
+    /// `Ready=False`: the pod succeeded.
+    pub const POD_SUCCEEDED: &str = "PodSucceeded";
+    /// `Ready=False`: the pod failed.
+    pub const POD_FAILED: &str = "PodFailed";
+    /// `Ready=False`: `shutdownTime` passed.
+    pub const SANDBOX_EXPIRED: &str = "SandboxExpired";
+    /// `Ready=False`: the reconciler failed; the message says why.
+    pub const RECONCILER_ERROR: &str = "ReconcilerError";
+    /// `Ready=False`: more than one pod claims to be the sandbox's.
+    pub const MULTIPLE_PODS: &str = "MultiplePods";
+    /// `Suspended=True`: the pod is gone.
+    pub const POD_TERMINATED: &str = "PodTerminated";
+    /// `Suspended=False`: the pod is being deleted.
+    pub const POD_TERMINATING: &str = "PodTerminating";
+    /// `Suspended=False`: a pod of that name exists but is not the sandbox's.
+    pub const POD_NOT_OWNED: &str = "PodNotOwned";
+    /// `Suspended=False`: the sandbox is not suspended.
+    pub const NOT_SUSPENDED: &str = "NotSuspended";
+    /// `Suspended=Unknown`: the pod's state cannot be read.
+    pub const POD_STATE_UNKNOWN: &str = "PodStateUnknown";
+}

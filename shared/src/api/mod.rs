@@ -1,0 +1,39 @@
+//! The sandbox API: the five kinds of `agents.x-k8s.io` / `extensions.agents.x-k8s.io`
+//! `v1beta1`, field for field compatible with upstream agent-sandbox, plus Rouse's optional
+//! additions (see `API.md` in the design documents and `docs/api.md`).
+
+mod claim;
+mod common;
+pub mod keys;
+mod sandbox;
+mod snapshot;
+mod template;
+mod warm_pool;
+
+pub use claim::{
+    ClaimEnvVar, ClaimLifecycle, ClaimShutdownPolicy, ClaimedSandbox, SandboxClaim,
+    SandboxClaimSpec, SandboxClaimStatus,
+};
+pub use common::{
+    EmbeddedObjectMetadata, LocalObjectReference, OperatingMode, PersistentVolumeClaimTemplate,
+    PodMetadata, PodTemplate, ShutdownPolicy, Suspension, SuspensionStrategy,
+};
+pub use sandbox::{
+    Endpoint, EndpointPort, LastSnapshot, RestoreFrom, Sandbox, SandboxSpec, SandboxStatus,
+};
+pub use snapshot::{SandboxSnapshot, SandboxSnapshotSpec, SandboxSnapshotStatus, SnapshotPhase};
+pub use template::{
+    InjectionPolicy, NetworkPolicyManagement, NetworkPolicySpec, SandboxTemplate,
+    SandboxTemplateSpec,
+};
+pub use warm_pool::{
+    SandboxWarmPool, SandboxWarmPoolSpec, SandboxWarmPoolStatus, WarmPoolUpdateStrategy,
+    WarmPoolUpdateStrategyType,
+};
+
+/// API group of `Sandbox` and `SandboxSnapshot`.
+pub const GROUP: &str = "agents.x-k8s.io";
+/// API group of `SandboxTemplate`, `SandboxClaim` and `SandboxWarmPool`.
+pub const EXTENSIONS_GROUP: &str = "extensions.agents.x-k8s.io";
+/// The served and stored version of every kind.
+pub const VERSION: &str = "v1beta1";

@@ -1,0 +1,5 @@
+//! Shared ground of Rouse: the API types and their CRDs, names and hostnames, the `Store` port
+//! that the controller and the proxy meet through, and manifest validation.
+
+pub mod api;
+pub mod crds;
