@@ -3,3 +3,7 @@
 
 pub mod api;
 pub mod crds;
+pub mod manifest;
+pub mod names;
+pub mod store;
+pub mod validate;

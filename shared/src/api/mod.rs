@@ -1,6 +1,10 @@
 //! The sandbox API: the five kinds of `agents.x-k8s.io` / `extensions.agents.x-k8s.io`
 //! `v1beta1`, field for field compatible with upstream agent-sandbox, plus Rouse's optional
-//! additions (see `API.md` in the design documents and `docs/api.md`).
+//! additions (see `docs/api.md`).
+
+// Clippy reads the repeated `printcolumn(type_ = .., ..)` arguments of kube's derive as
+// duplicated attributes; they are separate columns.
+#![allow(clippy::duplicated_attributes)]
 
 mod claim;
 mod common;
@@ -37,3 +41,6 @@ pub const GROUP: &str = "agents.x-k8s.io";
 pub const EXTENSIONS_GROUP: &str = "extensions.agents.x-k8s.io";
 /// The served and stored version of every kind.
 pub const VERSION: &str = "v1beta1";
+
+#[cfg(test)]
+mod tests;
