@@ -16,13 +16,10 @@ pub(super) fn read(text: &str, out: &mut Vec<Result<Document, ParseError>>) {
     while pos < text.len() {
         if !text[pos..].starts_with('[') {
             index += 1;
-            match parse_json_value(&mut lines, pos, index) {
-                Ok((value, end)) => {
-                    emit(out, Syntax::Json, index, lines.locate(pos).0, value);
-                    pos = skip_json_whitespace(text, end);
-                }
-                Err(err) => return out.push(Err(err)),
-            }
+            let Some(next) = read_value(&mut lines, out, pos, index) else {
+                return;
+            };
+            pos = next;
             continue;
         }
         // A top-level array: read its elements one by one to know where each starts.
@@ -33,13 +30,10 @@ pub(super) fn read(text: &str, out: &mut Vec<Result<Document, ParseError>>) {
         }
         loop {
             index += 1;
-            match parse_json_value(&mut lines, pos, index) {
-                Ok((value, end)) => {
-                    emit(out, Syntax::Json, index, lines.locate(pos).0, value);
-                    pos = skip_json_whitespace(text, end);
-                }
-                Err(err) => return out.push(Err(err)),
-            }
+            let Some(next) = read_value(&mut lines, out, pos, index) else {
+                return;
+            };
+            pos = next;
             if text[pos..].starts_with(',') {
                 pos = skip_json_whitespace(text, pos + 1);
             } else if text[pos..].starts_with(']') {
@@ -60,6 +54,26 @@ pub(super) fn read(text: &str, out: &mut Vec<Result<Document, ParseError>>) {
                     message,
                 }));
             }
+        }
+    }
+}
+
+/// Reads the document starting at byte `pos` into `out`; returns where the next token starts,
+/// or None after a syntax error, which JSON cannot recover from.
+fn read_value(
+    lines: &mut LineCounter<'_>,
+    out: &mut Vec<Result<Document, ParseError>>,
+    pos: usize,
+    index: usize,
+) -> Option<usize> {
+    match parse_json_value(lines, pos, index) {
+        Ok((value, end)) => {
+            emit(out, Syntax::Json, index, lines.locate(pos).0, value);
+            Some(skip_json_whitespace(lines.text, end))
+        }
+        Err(err) => {
+            out.push(Err(err));
+            None
         }
     }
 }

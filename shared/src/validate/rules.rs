@@ -50,16 +50,10 @@ fn decode<T: DeserializeOwned>(doc: &Value, out: &mut Findings) -> Option<T> {
 fn sandbox(s: &Sandbox, out: &mut Findings) {
     let spec = FieldPath::of(&["spec"]);
     let name = s.metadata.name.as_deref();
-    pod_template(
+    blueprint(
         &s.spec.pod_template,
         &s.spec.volume_claim_templates,
-        &spec.field("podTemplate"),
-        out,
-    );
-    volume_claim_templates(
-        &s.spec.volume_claim_templates,
         name,
-        &spec.field("volumeClaimTemplates"),
         out,
     );
     if let Some(restore) = &s.spec.restore_from {
@@ -82,18 +76,24 @@ fn sandbox(s: &Sandbox, out: &mut Findings) {
     }
 }
 
+/// The pod template and volume claim templates a Sandbox or SandboxTemplate spec holds.
+fn blueprint(
+    pod: &PodTemplate,
+    claims: &[PersistentVolumeClaimTemplate],
+    sandbox: Option<&str>,
+    out: &mut Findings,
+) {
+    let spec = FieldPath::of(&["spec"]);
+    pod_template(pod, claims, &spec.field("podTemplate"), out);
+    volume_claim_templates(claims, sandbox, &spec.field("volumeClaimTemplates"), out);
+}
+
 fn template(t: &SandboxTemplate, out: &mut Findings) {
     let spec = FieldPath::of(&["spec"]);
-    pod_template(
+    blueprint(
         &t.spec.pod_template,
         &t.spec.volume_claim_templates,
-        &spec.field("podTemplate"),
-        out,
-    );
-    volume_claim_templates(
-        &t.spec.volume_claim_templates,
         None,
-        &spec.field("volumeClaimTemplates"),
         out,
     );
     if t.spec.network_policy_management == Some(NetworkPolicyManagement::Unmanaged)
