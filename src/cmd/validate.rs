@@ -101,11 +101,9 @@ fn check_file(path: &Path, tally: &mut Tally) {
             return;
         }
     };
-    let documents = manifest::read_documents(&text);
-    if documents.is_empty() {
-        eprintln!("warning: {name}: no documents");
-    }
-    for document in documents {
+    let mut empty = true;
+    for document in manifest::documents(&text) {
+        empty = false;
         match document {
             Ok(doc) => report(&name, &doc, &validate::validate(&doc.value), tally),
             Err(e) => {
@@ -113,6 +111,9 @@ fn check_file(path: &Path, tally: &mut Tally) {
                 tally.failed += 1;
             }
         }
+    }
+    if empty {
+        eprintln!("warning: {name}: no documents");
     }
 }
 

@@ -66,15 +66,24 @@ fn column_suffix(column: Option<usize>) -> String {
 ///
 /// Results are in input order; a document that fails to parse yields an `Err` and reading goes
 /// on with the next document (except after a JSON syntax error, which JSON cannot recover from).
+/// YAML documents are parsed as the iterator advances, so a long stream is never held parsed
+/// in memory at once.
+pub fn documents(text: &str) -> Box<dyn Iterator<Item = Result<Document, ParseError>> + '_> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    match text.trim_start_matches(json::WHITESPACE).chars().next() {
+        Some('{' | '[') => {
+            let mut out = Vec::new();
+            json::read(text, &mut out);
+            Box::new(out.into_iter())
+        }
+        _ => Box::new(yaml::documents(text)),
+    }
+}
+
+/// [`documents`], collected.
 #[must_use]
 pub fn read_documents(text: &str) -> Vec<Result<Document, ParseError>> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut out = Vec::new();
-    match text.trim_start_matches(json::WHITESPACE).chars().next() {
-        Some('{' | '[') => json::read(text, &mut out),
-        _ => yaml::read(text, &mut out),
-    }
-    out
+    documents(text).collect()
 }
 
 /// Which syntax a document came from, to name value types the way its users do.

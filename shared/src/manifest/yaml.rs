@@ -25,25 +25,27 @@ struct Chunk<'a> {
     content_line: Option<usize>,
 }
 
-/// Reads a YAML stream, one chunk at a time.
-pub(super) fn read(text: &str, out: &mut Vec<Result<Document, ParseError>>) {
+/// Reads a YAML stream lazily, one chunk at a time, so only one document is held in memory.
+pub(super) fn documents(text: &str) -> impl Iterator<Item = Result<Document, ParseError>> + '_ {
     let mut index = 0;
-    for chunk in split_yaml(text) {
+    split_yaml(text).into_iter().flat_map(move |chunk| {
+        let mut out = Vec::new();
         let Some(line) = chunk.content_line else {
-            continue;
+            return out;
         };
         match serde_saphyr::from_str_with_options::<Value>(chunk.text, yaml_options()) {
             Ok(Value::Null) => {}
             Ok(value) => {
                 index += 1;
-                emit(out, Syntax::Yaml, index, line, value);
+                emit(&mut out, Syntax::Yaml, index, line, value);
             }
             Err(err) => {
                 index += 1;
                 out.push(Err(yaml_error(&err, index, &chunk, line)));
             }
         }
-    }
+        out
+    })
 }
 
 /// serde-saphyr options for manifests; see the module documentation for the reasons.
