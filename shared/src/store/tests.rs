@@ -29,18 +29,18 @@ fn conditional_merge_patch() {
             given: json!({"metadata": {"resourceVersion": "3"}}),
             want: json!({"metadata": {"resourceVersion": "7"}}),
         },
-        Case {
-            name: "non-object patch",
-            given: json!(null),
-            want: json!({"metadata": {"resourceVersion": "7"}}),
-        },
     ];
     for case in cases {
-        let got = Patch::Merge(case.given).with_resource_version("7");
+        let got = Patch::merge(case.given)
+            .expect("an object")
+            .with_resource_version("7");
         assert_eq!(got.resource_version(), Some("7"), "{}", case.name);
-        assert_eq!(got, Patch::Merge(case.want), "{}", case.name);
+        assert_eq!(Some(got), Patch::merge(case.want), "{}", case.name);
     }
-    assert_eq!(Patch::Merge(json!({"spec": {}})).resource_version(), None);
+    let plain = Patch::merge(json!({"spec": {}})).expect("an object");
+    assert_eq!(plain.resource_version(), None);
+    assert_eq!(Patch::merge(json!(null)), None);
+    assert_eq!(Patch::merge(json!([1])), None);
 }
 
 #[test]

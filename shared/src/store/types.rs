@@ -71,50 +71,68 @@ pub struct ObjectList<K> {
 /// A change to apply to an object.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Patch {
-    /// A JSON merge patch (RFC 7386): maps merge, `null` deletes a key, lists are replaced.
-    Merge(Value),
+    /// A JSON merge patch (RFC 7386) of the object: maps merge, `null` deletes a key, lists
+    /// are replaced.
+    Merge(Map<String, Value>),
 }
 
 impl Patch {
+    /// A merge patch from a JSON value; `None` unless it is an object, as a patch of a
+    /// Kubernetes object must be.
+    pub fn merge(value: Value) -> Option<Self> {
+        match value {
+            Value::Object(map) => Some(Patch::Merge(map)),
+            _ => None,
+        }
+    }
+
     /// Makes the patch conditional: it fails with a conflict unless the stored object still
     /// has this resourceVersion (Kubernetes treats `metadata.resourceVersion` in a merge patch
     /// as a precondition).
     pub fn with_resource_version(self, resource_version: &str) -> Self {
-        let Patch::Merge(mut value) = self;
-        if !value.is_object() {
-            value = Value::Object(Map::new());
+        let Patch::Merge(mut root) = self;
+        let meta = root
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !meta.is_object() {
+            *meta = Value::Object(Map::new());
         }
-        if let Value::Object(root) = &mut value {
-            let meta = root
-                .entry("metadata")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !meta.is_object() {
-                *meta = Value::Object(Map::new());
-            }
-            if let Value::Object(meta) = meta {
-                meta.insert(
-                    "resourceVersion".to_owned(),
-                    Value::String(resource_version.to_owned()),
-                );
-            }
+        if let Value::Object(meta) = meta {
+            meta.insert(
+                "resourceVersion".to_owned(),
+                Value::String(resource_version.to_owned()),
+            );
         }
-        Patch::Merge(value)
+        Patch::Merge(root)
     }
 
     /// The resourceVersion precondition the patch carries, if any.
     pub fn resource_version(&self) -> Option<&str> {
-        let Patch::Merge(value) = self;
-        value.pointer("/metadata/resourceVersion")?.as_str()
+        let Patch::Merge(root) = self;
+        root.get("metadata")?.get("resourceVersion")?.as_str()
     }
 }
 
-/// Preconditions of a delete.
+/// Preconditions and cascading of a delete.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeleteParams {
     /// Delete only if the stored object has this resourceVersion.
     pub resource_version: Option<String>,
     /// Delete only if the stored object has this uid (not a re-created namesake).
     pub uid: Option<String>,
+    /// What happens to the objects this one owns; the store's default (background) if unset.
+    pub propagation: Option<Propagation>,
+}
+
+/// How deleting an owner affects the objects it owns (Kubernetes `propagationPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// The owner goes at once; owned objects are deleted afterwards.
+    Background,
+    /// The owner stays, marked for deletion, until its owned objects are gone.
+    Foreground,
+    /// Owned objects are kept and lose their owner reference.
+    Orphan,
 }
 
 /// What a delete did.
