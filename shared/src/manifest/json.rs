@@ -1,7 +1,10 @@
 //! JSON manifests: one object, an array of objects, or concatenated objects, each located by
 //! line so errors name the document they are in.
 
-use serde_json::Value;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
 
 use super::{Document, ParseError, Syntax, emit};
 
@@ -85,9 +88,9 @@ fn parse_json_value(
     index: usize,
 ) -> Result<(Value, usize), ParseError> {
     let rest = &lines.text[pos..];
-    let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<StrictValue>();
     match stream.next() {
-        Some(Ok(value)) => Ok((value, pos + stream.byte_offset())),
+        Some(Ok(StrictValue(value))) => Ok((value, pos + stream.byte_offset())),
         Some(Err(err)) => {
             // serde_json counts from `rest`; shift its position to the whole input.
             let (base_line, base_column) = lines.locate(pos);
@@ -162,5 +165,79 @@ impl<'a> LineCounter<'a> {
         }
         self.pos = pos;
         (self.line, pos - self.line_start + 1)
+    }
+}
+
+/// A JSON value read with duplicate object keys rejected, as the API server's strict decoding
+/// does (plain `serde_json::Value` keeps the last one silently).
+struct StrictValue(Value);
+
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(StrictValue)
+    }
+}
+
+/// Builds a [`Value`] like serde_json's own visitor, but fails on a repeated key.
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("numbers must be finite"))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(StrictValue(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut map = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            if map.contains_key(&key) {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate key {}",
+                    Value::String(key)
+                )));
+            }
+            let StrictValue(value) = access.next_value()?;
+            map.insert(key, value);
+        }
+        Ok(Value::Object(map))
     }
 }

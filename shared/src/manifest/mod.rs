@@ -3,7 +3,8 @@
 //! A manifest file is a multi-document YAML stream or JSON (one object, an array of objects, or
 //! concatenated objects). [`read_documents`] splits the input into documents and parses each one
 //! on its own, so a broken document is reported with its index and absolute line while the
-//! documents around it still parse. `kind: List` documents are expanded into their items.
+//! documents around it still parse. `kind: List` documents, and typed lists such as
+//! `SandboxList` with an `items` list, are expanded into their items.
 //!
 //! YAML is split much as kubectl's YAML reader does it: before `---` lines at column 0 (which may
 //! carry a comment or content after a space) and after `...` lines. A `---` or `...` at column 0
@@ -114,7 +115,13 @@ pub(crate) fn emit(
         out.push(Err(error(not_a_mapping(syntax, &value))));
         return;
     };
-    if map.get("kind").and_then(Value::as_str) != Some("List") {
+    // `kind: List` (what kubectl prints) and typed lists such as `SandboxList` (what the API
+    // returns) both hold their objects in `items`.
+    let kind = map.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let typed_list = kind.len() > 4
+        && kind.ends_with("List")
+        && matches!(map.get("items"), Some(Value::Array(_)));
+    if kind != "List" && !typed_list {
         out.push(Ok(Document {
             index,
             line,

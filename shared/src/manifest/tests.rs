@@ -316,6 +316,21 @@ fn json() {
             ],
         },
         Case {
+            name: "duplicate JSON keys",
+            input: "{\"kind\": \"A\",\n \"kind\": \"B\"}\n",
+            want: &["document 1 (line 2, column 7): duplicate key \"kind\""],
+        },
+        Case {
+            name: "typed list from the API",
+            input: r#"{"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "SandboxList", "metadata": {}, "items": [{"kind": "Sandbox"}]}"#,
+            want: &[r#"doc 1 (line 1) item 0: {"kind":"Sandbox"}"#],
+        },
+        Case {
+            name: "a kind ending in List without items is a document",
+            input: r#"{"kind": "AllowList", "spec": {}}"#,
+            want: &[r#"doc 1 (line 1): {"kind":"AllowList","spec":{}}"#],
+        },
+        Case {
             name: "concatenated JSON objects",
             input: "{\"kind\": \"A\"}\n{\"kind\": \"B\"}{\"kind\": \"C\"}\n[{\"kind\": \"D\"}]\n",
             want: &[
