@@ -183,7 +183,7 @@ fn reads_standard_input_and_reports_missing_files() {
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
         [
-            "skip  Namespace default/team-a (not a sandbox kind)",
+            "skip  Namespace team-a (not a sandbox kind)",
             "ok  SandboxSnapshot team-a/s"
         ],
         "stderr:\n{stderr}"
@@ -193,4 +193,37 @@ fn reads_standard_input_and_reports_missing_files() {
         "{stderr}"
     );
     assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn directory_walk_skips_links_hidden_and_target_directories() {
+    let dir = std::env::temp_dir().join(format!("rouse-validate-walk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["nested", ".git", "target"] {
+        std::fs::create_dir_all(dir.join(sub)).expect("create dirs");
+    }
+    let snapshot = "apiVersion: agents.x-k8s.io/v1beta1\nkind: SandboxSnapshot\n\
+                    metadata: {name: NAME}\nspec: {sandboxName: web}\n";
+    for (file, name) in [
+        ("a.yaml", "a"),
+        ("nested/b.yml", "b"),
+        (".git/c.yaml", "c"),
+        ("target/d.json", "d"),
+    ] {
+        std::fs::write(dir.join(file), snapshot.replace("NAME", name)).expect("write");
+    }
+    // Two links back up make a walk that follows links grow without end.
+    std::os::unix::fs::symlink(&dir, dir.join("self")).expect("symlink");
+    std::os::unix::fs::symlink(&dir, dir.join("nested/up")).expect("symlink");
+    let out = validate(&[dir.as_path()]);
+    let stdout = text(&out.stdout);
+    std::fs::remove_dir_all(&dir).expect("clean up");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "ok  SandboxSnapshot default/a",
+            "ok  SandboxSnapshot default/b"
+        ]
+    );
 }

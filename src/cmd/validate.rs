@@ -16,7 +16,8 @@ use rouse_shared::validate::{self, Report, Severity};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Manifest files (YAML, multi-document, or JSON) or directories of them (`*.yaml`,
-    /// `*.yml`, `*.json`, searched recursively); `-` reads standard input.
+    /// `*.yml`, `*.json`, searched recursively, skipping hidden directories, `target/` and
+    /// symbolic links to directories); `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -71,9 +72,17 @@ fn expand(arg: &Path, tally: &mut Tally) -> Vec<PathBuf> {
                 continue;
             }
         };
-        for path in entries.flatten().map(|e| e.path()) {
-            if path.is_dir() {
-                pending.push(path);
+        for entry in entries.flatten() {
+            let path = entry.path();
+            // file_type() does not follow symbolic links, so a link loop cannot recurse.
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            let hidden = entry.file_name().to_string_lossy().starts_with('.');
+            if file_type.is_dir() {
+                if !hidden && entry.file_name() != "target" {
+                    pending.push(path);
+                }
             } else if matches!(
                 path.extension().and_then(|e| e.to_str()),
                 Some("yaml" | "yml" | "json")
