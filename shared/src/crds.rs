@@ -1,7 +1,9 @@
 //! The CustomResourceDefinitions of every kind, generated from the API types, and their YAML
 //! rendering for `rouse crds` and `deploy/crds/`.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, ValidationRule,
+};
 use kube::CustomResourceExt;
 
 use crate::api::{Sandbox, SandboxClaim, SandboxSnapshot, SandboxTemplate, SandboxWarmPool};
@@ -26,8 +28,37 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     ];
     for crd in &mut crds {
         strip_embedded_descriptions(crd);
+        if crd.spec.names.kind == "Sandbox" {
+            add_root_rule(crd, SERVICE_NAME_RULE, SERVICE_NAME_MESSAGE);
+        }
     }
     crds
+}
+
+/// A sandbox with a Service needs a name the Service can carry: a DNS-1035 label (upstream
+/// enforces the same). Root-level, as only there can a rule read `metadata.name`.
+const SERVICE_NAME_RULE: &str = "!has(self.spec.service) || !self.spec.service || \
+     (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$'))";
+const SERVICE_NAME_MESSAGE: &str = "with spec.service: true, metadata.name must be a DNS-1035 label (a letter first, at most 63 characters)";
+
+/// Adds a CEL rule to the root schema of every version of `crd`.
+fn add_root_rule(crd: &mut CustomResourceDefinition, rule: &str, message: &str) {
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            schema
+                .x_kubernetes_validations
+                .get_or_insert_with(Vec::new)
+                .push(ValidationRule {
+                    rule: rule.to_owned(),
+                    message: Some(message.to_owned()),
+                    ..ValidationRule::default()
+                });
+        }
+    }
 }
 
 /// Schema locations (JSON pointers below `openAPIV3Schema`) of embedded core Kubernetes types.

@@ -254,6 +254,10 @@ fn schema_defaults_and_enums() {
         spec["x-kubernetes-validations"][0]["message"],
         "volumeClaimTemplates is immutable"
     );
+    let root_rule = sandbox["x-kubernetes-validations"][0]["rule"]
+        .as_str()
+        .expect("a root rule");
+    assert!(root_rule.contains("self.metadata.name"), "{root_rule}");
     let pool = schema("SandboxWarmPool");
     let replicas = &pool["properties"]["spec"]["properties"]["replicas"];
     assert_eq!(replicas["default"], 1);
