@@ -135,9 +135,10 @@ pub fn validate_label_key(key: &str) -> Result<(), NameError> {
     validate_qualified_name(key)
 }
 
-/// Checks an annotation key; the rules are those of a label key.
+/// Checks an annotation key: the rules of a label key, applied (as the API server does) to the
+/// lower-cased key, so `Example.COM/Key` is accepted.
 pub fn validate_annotation_key(key: &str) -> Result<(), NameError> {
-    validate_qualified_name(key)
+    validate_qualified_name(&key.to_ascii_lowercase())
 }
 
 /// Checks a label value: empty, or up to 63 of `[A-Za-z0-9-_.]` starting and ending alphanumeric.

@@ -1,59 +1,42 @@
-//! Checks of `metadata`: the fields an object may carry there, name and namespace syntax,
-//! and label and annotation syntax.
+//! Checks of `metadata`: its structure against the `ObjectMeta` schema, the name rules of each
+//! kind, and label and annotation syntax (shared with the embedded metadata of pod and volume
+//! claim templates).
 
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
+use super::text::quote;
 use super::{FieldPath, Findings, schema};
+use crate::api::keys;
 use crate::names;
-
-/// Fields of `ObjectMeta`; anything else under `metadata` would be dropped by the API server.
-const OBJECT_META_FIELDS: [&str; 15] = [
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
 
 /// Length of the random suffix the API server appends to `generateName`.
 const GENERATED_SUFFIX_LEN: usize = 5;
 
+/// The API server keeps at most this much of a `generateName` prefix.
+const MAX_GENERATE_NAME_PREFIX: usize = names::DNS1123_LABEL_MAX_LEN - GENERATED_SUFFIX_LEN;
+
 /// The API server's limit on the total size of an object's annotations.
 const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 
-/// A name syntax check.
-pub(super) type NameRule = fn(&str) -> Result<(), names::NameError>;
-
-/// Which name rule a kind's objects must follow, and why.
-fn name_rule(kind: &str) -> (NameRule, &'static str) {
-    match kind {
-        "Sandbox" => (
-            names::validate_dns1123_label,
-            "a sandbox name is a hostname label",
-        ),
-        "SandboxClaim" => (
-            names::validate_dns1123_label,
-            "a claim's cold-start sandbox is named like the claim",
-        ),
-        "SandboxWarmPool" => (
-            names::validate_dns1123_label,
-            "pool members are named after the pool",
-        ),
-        _ => (
-            names::validate_dns1123_subdomain,
-            "object names are DNS subdomains",
-        ),
-    }
+/// The structural schema of `ObjectMeta`, generated the way kube generates CRD schemas.
+fn object_meta_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let generator = schemars::generate::SchemaSettings::openapi3()
+            .with(|s| {
+                s.inline_subschemas = true;
+                s.meta_schema = None;
+            })
+            .with_transform(schemars::transform::AddNullable::default())
+            .with_transform(kube::core::schema::StructuralSchemaRewriter)
+            .into_generator();
+        // Plain data: serializing a schema to a JSON value cannot fail.
+        serde_json::to_value(generator.into_root_schema_for::<ObjectMeta>()).unwrap_or_default()
+    })
 }
 
 /// Checks `metadata` of an object of `kind`.
@@ -63,108 +46,140 @@ pub(super) fn check(meta: Option<&Value>, kind: &str, out: &mut Findings) {
         out.error(&path, "required field is missing".to_owned());
         return;
     };
+    schema::check(meta, object_meta_schema(), &path, out);
     let Some(object) = meta.as_object() else {
-        out.error(
-            &path,
-            format!("must be a mapping, got {}", schema::describe(meta)),
-        );
         return;
     };
-    for key in object.keys() {
-        if !OBJECT_META_FIELDS.contains(&key.as_str()) {
-            out.error(
-                &path.field(key),
-                schema::unknown_field(key, &OBJECT_META_FIELDS),
-            );
-        }
-    }
-    let (rule, why) = name_rule(kind);
-    let name = string_field(object.get("name"), &path.field("name"), out);
-    let generate_name = string_field(object.get("generateName"), &path.field("generateName"), out);
-    match (name, generate_name) {
-        (Some(name), _) => {
-            if let Err(e) = rule(name) {
-                out.error(&path.field("name"), format!("{e} ({why})"));
-            }
-        }
-        (None, Some(prefix)) => {
-            // The server appends five random characters; check what it will produce.
-            let sample = format!("{prefix}{}", "x".repeat(GENERATED_SUFFIX_LEN));
-            let truncated: String = if sample.len() > names::DNS1123_LABEL_MAX_LEN {
-                let keep = names::DNS1123_LABEL_MAX_LEN - GENERATED_SUFFIX_LEN;
-                let head: String = prefix.chars().take(keep).collect();
-                format!("{head}{}", "x".repeat(GENERATED_SUFFIX_LEN))
-            } else {
-                sample
-            };
-            if let Err(e) = rule(&truncated) {
-                out.error(
-                    &path.field("generateName"),
-                    format!("generated names would be invalid: {e} ({why})"),
-                );
-            }
-        }
+    let text = |field: &str| {
+        object
+            .get(field)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    match (text("name"), text("generateName")) {
         (None, None) => out.error(
             &path.field("name"),
             "required field is missing (or set generateName)".to_owned(),
         ),
+        (name, prefix) => {
+            if let Some(name) = name {
+                object_name(name, kind, &path.field("name"), out);
+            }
+            if let Some(prefix) = prefix {
+                // The server cuts the prefix and appends five random characters; check what it
+                // will produce.
+                let kept: String = prefix.chars().take(MAX_GENERATE_NAME_PREFIX).collect();
+                let sample = format!("{kept}{}", "x".repeat(GENERATED_SUFFIX_LEN));
+                object_name(&sample, kind, &path.field("generateName"), out);
+            }
+        }
     }
-    if let Some(ns) = string_field(object.get("namespace"), &path.field("namespace"), out)
+    if let Some(ns) = text("namespace")
         && let Err(e) = names::validate_dns1123_label(ns)
     {
         out.error(&path.field("namespace"), e.to_string());
     }
-    if let Some(labels) = object.get("labels") {
-        check_labels(labels, &path.field("labels"), out);
+    let strings = |field: &str| -> BTreeMap<&str, &str> {
+        object
+            .get(field)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+            .collect()
+    };
+    labels(&strings("labels"), &path.field("labels"), out);
+    annotations(&strings("annotations"), &path.field("annotations"), out);
+}
+
+/// Checks an object's name (or a name `generateName` will produce): errors for what the API
+/// server rejects, warnings for what Rouse cannot route to.
+fn object_name(name: &str, kind: &str, path: &FieldPath, out: &mut Findings) {
+    if let Err(e) = names::validate_dns1123_subdomain(name) {
+        out.error(path, e.to_string());
+        return;
     }
-    if let Some(annotations) = object.get("annotations") {
-        check_annotations(annotations, &path.field("annotations"), out);
+    // The name of the sandbox that will carry this name, as the proxy must route to it.
+    let (what, name) = match kind {
+        "Sandbox" => ("the sandbox", name.to_owned()),
+        "SandboxClaim" => (
+            "the claim's cold-start sandbox (named like the claim)",
+            name.to_owned(),
+        ),
+        "SandboxWarmPool" => {
+            let prefix: String = format!("{name}-")
+                .chars()
+                .take(MAX_GENERATE_NAME_PREFIX)
+                .collect();
+            (
+                "the pool's members (named after the pool)",
+                format!("{prefix}{}", "x".repeat(GENERATED_SUFFIX_LEN)),
+            )
+        }
+        _ => return,
+    };
+    let name = name.as_str();
+    if let Err(e) = names::validate_dns1123_label(name) {
+        out.warn(
+            path,
+            format!(
+                "{what} cannot be reached by hostname ({{name}}.{{namespace}}.{{domain}} needs \
+                 a single DNS label): {e}"
+            ),
+        );
+    } else if let Some((port, rest)) = port_prefix(name) {
+        out.warn(
+            path,
+            format!(
+                "hostnames read the leading \"{port}-\" as a port: {name}.<namespace>.<domain> \
+                 reaches port {port} of sandbox {rest}; reach this one as \
+                 80-{name}.<namespace>.<domain> (any port prefix)"
+            ),
+        );
     }
 }
 
-fn string_field<'a>(
-    value: Option<&'a Value>,
+/// `(port, rest)` when a name starts like a hostname port prefix (`<digits>-<rest>`).
+fn port_prefix(name: &str) -> Option<(&str, &str)> {
+    let (digits, rest) = name.split_once('-')?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && !rest.is_empty())
+        .then_some((digits, rest))
+}
+
+/// Checks the syntax of a label map.
+pub(super) fn labels<K: AsRef<str>, V: AsRef<str>>(
+    map: &BTreeMap<K, V>,
     path: &FieldPath,
     out: &mut Findings,
-) -> Option<&'a str> {
-    match value {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.is_empty() => None,
-        Some(Value::String(s)) => Some(s),
-        Some(v) => {
-            out.error(
-                path,
-                format!("must be a string, got {}", schema::describe(v)),
-            );
-            None
-        }
-    }
-}
-
-/// Checks a label map: string keys and values, each of valid syntax.
-pub(super) fn check_labels(labels: &Value, path: &FieldPath, out: &mut Findings) {
-    for_each_string_entry(labels, path, out, |key, value, out| {
+) {
+    for (key, value) in map {
+        let (key, value) = (key.as_ref(), value.as_ref());
         if let Err(e) = names::validate_label_key(key) {
             out.error(&path.key(key), format!("invalid label key: {e}"));
         }
         if let Err(e) = names::validate_label_value(value) {
             out.error(
                 &path.key(key),
-                format!("invalid label value \"{value}\": {e}"),
+                format!("invalid label value {}: {e}", quote(value)),
             );
         }
-    });
+    }
 }
 
-/// Checks an annotation map: string keys of valid syntax, string values, total size bounded.
-pub(super) fn check_annotations(annotations: &Value, path: &FieldPath, out: &mut Findings) {
+/// Checks the syntax and total size of an annotation map.
+pub(super) fn annotations<K: AsRef<str>, V: AsRef<str>>(
+    map: &BTreeMap<K, V>,
+    path: &FieldPath,
+    out: &mut Findings,
+) {
     let mut total = 0;
-    for_each_string_entry(annotations, path, out, |key, value, out| {
-        total += key.len() + value.len();
+    for (key, value) in map {
+        let key = key.as_ref();
+        total += key.len() + value.as_ref().len();
         if let Err(e) = names::validate_annotation_key(key) {
             out.error(&path.key(key), format!("invalid annotation key: {e}"));
         }
-    });
+    }
     if total > MAX_ANNOTATIONS_BYTES {
         out.error(
             path,
@@ -173,36 +188,7 @@ pub(super) fn check_annotations(annotations: &Value, path: &FieldPath, out: &mut
     }
 }
 
-fn for_each_string_entry(
-    map: &Value,
-    path: &FieldPath,
-    out: &mut Findings,
-    mut f: impl FnMut(&str, &str, &mut Findings),
-) {
-    if map.is_null() {
-        return;
-    }
-    let Some(map) = map.as_object() else {
-        out.error(
-            path,
-            format!("must be a mapping, got {}", schema::describe(map)),
-        );
-        return;
-    };
-    for (key, value) in map {
-        match value.as_str() {
-            Some(v) => f(key, v, out),
-            None => {
-                let hint = if value.is_number() || value.is_boolean() {
-                    "; quote the value to make it a string".to_owned()
-                } else {
-                    String::new()
-                };
-                out.error(
-                    &path.key(key),
-                    format!("must be a string, got {}{hint}", schema::describe(value)),
-                );
-            }
-        }
-    }
+/// True for keys under the prefixes reserved for the controller.
+pub(super) fn is_system_key(key: &str) -> bool {
+    keys::SYSTEM_PREFIXES.iter().any(|p| key.starts_with(p))
 }

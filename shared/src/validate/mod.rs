@@ -8,10 +8,13 @@
 
 mod meta;
 mod path;
+mod pod;
+mod quantity;
 mod rules;
 mod schema;
 #[cfg(test)]
 mod tests;
+mod text;
 
 use std::sync::OnceLock;
 
@@ -61,14 +64,22 @@ impl Report {
         !self.findings.iter().any(|f| f.severity == Severity::Error)
     }
 
-    /// `Kind namespace/name` for display; the namespace defaults to `default`.
+    /// `Kind namespace/name` for display. A sandbox kind without a namespace shows `default`;
+    /// a skipped kind, which may be cluster-scoped, shows just its name then.
     pub fn object_ref(&self) -> String {
-        format!(
-            "{} {}/{}",
-            self.kind.as_deref().unwrap_or("(no kind)"),
-            self.namespace.as_deref().unwrap_or("default"),
-            self.name.as_deref().unwrap_or("(no name)"),
-        )
+        let kind = self
+            .kind
+            .as_deref()
+            .map_or("(no kind)".to_owned(), text::clean);
+        let name = self
+            .name
+            .as_deref()
+            .map_or("(no name)".to_owned(), text::clean);
+        match (self.namespace.as_deref(), self.skipped) {
+            (Some(ns), _) => format!("{kind} {}/{name}", text::clean(ns)),
+            (None, true) => format!("{kind} {name}"),
+            (None, false) => format!("{kind} default/{name}"),
+        }
     }
 }
 
@@ -156,9 +167,9 @@ fn check_known(
     }
     // The rules read the typed object; after a structural error they would only repeat it.
     let structure_ok = out.error_count() == before;
-    meta::check(object.get("metadata"), kind.kind, out);
+    meta::check(object.get("metadata"), &kind.kind, out);
     if structure_ok {
-        rules::check(doc, kind.kind, out);
+        rules::check(doc, &kind.kind, out);
     }
 }
 
@@ -168,32 +179,22 @@ const ROOT_FIELDS: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "statu
 /// A kind Rouse serves and its schema, taken from the generated CRD.
 struct KindSchema {
     group: String,
-    kind: &'static str,
+    kind: String,
     versions: Vec<String>,
     schema: Value,
 }
 
-/// Kinds Rouse serves, by name; the names are `'static` so reports can borrow them.
-const KINDS: [&str; 5] = [
-    "Sandbox",
-    "SandboxSnapshot",
-    "SandboxTemplate",
-    "SandboxWarmPool",
-    "SandboxClaim",
-];
-
 fn kinds() -> &'static [KindSchema] {
-    static KINDS_SCHEMAS: OnceLock<Vec<KindSchema>> = OnceLock::new();
-    KINDS_SCHEMAS.get_or_init(|| {
+    static KINDS: OnceLock<Vec<KindSchema>> = OnceLock::new();
+    KINDS.get_or_init(|| {
         crate::crds::all()
             .into_iter()
             .filter_map(|crd| {
-                let kind = KINDS.into_iter().find(|k| *k == crd.spec.names.kind)?;
                 let version = crd.spec.versions.first()?;
                 let schema = version.schema.as_ref()?.open_api_v3_schema.as_ref()?;
                 Some(KindSchema {
                     group: crd.spec.group.clone(),
-                    kind,
+                    kind: crd.spec.names.kind.clone(),
                     versions: crd.spec.versions.iter().map(|v| v.name.clone()).collect(),
                     // Plain data: serializing a schema struct to a JSON value cannot fail.
                     schema: serde_json::to_value(schema).unwrap_or_default(),
@@ -233,7 +234,12 @@ fn resolve_kind(object: &serde_json::Map<String, Value>, out: &mut Findings) -> 
     };
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let ours = group == GROUP || group == EXTENSIONS_GROUP;
-    let by_kind = kinds().iter().find(|k| k.kind == kind);
+    // Another API group may have a kind of the same name; only the core group (a likely
+    // mistake) and ours are held to Rouse's kinds.
+    let by_kind = kinds()
+        .iter()
+        .find(|k| k.kind == kind)
+        .filter(|_| ours || group.is_empty());
     match by_kind {
         Some(k) if k.group == group && k.versions.iter().any(|v| v == version) => {
             Resolved::Known(k)
@@ -265,9 +271,9 @@ fn resolve_kind(object: &serde_json::Map<String, Value>, out: &mut Findings) -> 
             let in_group: Vec<&str> = kinds()
                 .iter()
                 .filter(|k| k.group == group)
-                .map(|k| k.kind)
+                .map(|k| k.kind.as_str())
                 .collect();
-            let mut msg = format!("unknown kind \"{kind}\" in group {group}");
+            let mut msg = format!("unknown kind {} in group {group}", text::quote(kind));
             if let Some(best) = suggest(kind, in_group.iter().copied()) {
                 msg.push_str(&format!(" (did you mean \"{best}\"?)"));
             }

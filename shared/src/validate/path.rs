@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use super::text::clean;
+
 /// A path from the document root to a field, cheap to extend and shrink while walking.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldPath {
@@ -65,10 +67,10 @@ impl fmt::Display for FieldPath {
         }
         for (i, seg) in self.segments.iter().enumerate() {
             match seg {
-                Segment::Field(name) if i == 0 => f.write_str(name)?,
-                Segment::Field(name) => write!(f, ".{name}")?,
+                Segment::Field(name) if i == 0 => f.write_str(&clean(name))?,
+                Segment::Field(name) => write!(f, ".{}", clean(name))?,
                 Segment::Index(idx) => write!(f, "[{idx}]")?,
-                Segment::Key(key) => write!(f, "[{key}]")?,
+                Segment::Key(key) => write!(f, "[{}]", clean(key))?,
             }
         }
         Ok(())

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
+use super::text::quote;
 use super::{FieldPath, Findings, suggest};
 
 /// Checks `value` at `path` against `schema`, appending what is wrong to `out`.
@@ -90,11 +91,11 @@ fn check_object(value: &Value, schema: &Map<String, Value>, path: &FieldPath, ou
 
 /// The message for a field the schema does not know.
 pub(super) fn unknown_field(key: &str, known: &[&str]) -> String {
-    let mut msg = format!("unknown field \"{key}\"");
+    let mut msg = format!("unknown field {}", quote(key));
     if let Some(best) = suggest(key, known.iter().copied()) {
         msg.push_str(&format!(" (did you mean \"{best}\"?)"));
     }
-    msg.push_str("; the API server would silently drop it");
+    msg.push_str("; the API server would drop it");
     msg
 }
 
@@ -173,7 +174,7 @@ fn check_string(value: &Value, schema: &Map<String, Value>, path: &FieldPath, ou
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
         let names: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
         if !names.contains(&s) {
-            let mut msg = format!("must be one of {}, got \"{s}\"", names.join(", "));
+            let mut msg = format!("must be one of {}, got {}", names.join(", "), quote(s));
             if let Some(best) = suggest(s, names.iter().copied()) {
                 msg.push_str(&format!(" (did you mean \"{best}\"?)"));
             }
@@ -201,18 +202,23 @@ fn check_string(value: &Value, schema: &Map<String, Value>, path: &FieldPath, ou
             format!("must be at least {min} characters, has {chars}"),
         );
     }
-    if schema.get("format").and_then(Value::as_str) == Some("date-time")
-        && s.parse::<k8s_openapi::jiff::Timestamp>().is_err()
-    {
+    if schema.get("format").and_then(Value::as_str) == Some("date-time") && !is_rfc3339(s) {
         out.error(
             path,
-            format!("must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got \"{s}\""),
+            format!(
+                "must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got {}",
+                quote(s)
+            ),
         );
     }
 }
 
 fn check_integer(value: &Value, schema: &Map<String, Value>, path: &FieldPath, out: &mut Findings) {
-    if !is_integer(value) {
+    // A whole-number float (`8080.0`, `1e3`) is accepted: the API server takes it as an integer.
+    let whole = value
+        .as_f64()
+        .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15);
+    if !is_integer(value) && whole.is_none() {
         let hint = match value.as_str() {
             Some(s) if s.parse::<i64>().is_ok() => "; remove the quotes",
             _ => "",
@@ -227,7 +233,9 @@ fn check_integer(value: &Value, schema: &Map<String, Value>, path: &FieldPath, o
         Some("int32") => (i64::from(i32::MIN), i64::from(i32::MAX)),
         _ => (i64::MIN, i64::MAX),
     };
-    match value.as_i64() {
+    // Checked above: the value is an integer or a whole float well inside the i64 range.
+    let as_int = value.as_i64().or(whole.map(|f| f as i64));
+    match as_int {
         Some(n) if n < lo || n > hi => {
             out.error(path, format!("must fit in a 32-bit integer, got {n}"));
         }
@@ -277,6 +285,49 @@ fn show(n: f64) -> String {
     }
 }
 
+/// True for an RFC 3339 date-time as Kubernetes parses it:
+/// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, with a real calendar date.
+pub(super) fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |range: std::ops::Range<usize>| {
+        b.get(range)
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+    };
+    let shape = b.len() >= 20
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19);
+    if !shape {
+        return false;
+    }
+    let mut rest = &s[19..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let n = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &fraction[n..];
+    }
+    let zone_ok = rest == "Z"
+        || (rest.len() == 6
+            && matches!(rest.as_bytes()[0], b'+' | b'-')
+            && rest.as_bytes()[3] == b':'
+            && rest[1..3].bytes().all(|c| c.is_ascii_digit())
+            && rest[4..6].bytes().all(|c| c.is_ascii_digit())
+            && rest[1..3] <= *"23"
+            && rest[4..6] <= *"59");
+    // The shape is right; the calendar (month 13, February 30, hour 25) is jiff's to judge.
+    zone_ok && s.parse::<k8s_openapi::jiff::Timestamp>().is_ok()
+}
+
 /// A short description of a JSON value for error messages, e.g. `string "3"`.
 pub(super) fn describe(value: &Value) -> String {
     match value {
@@ -284,11 +335,7 @@ pub(super) fn describe(value: &Value) -> String {
         Value::Bool(b) => format!("boolean {b}"),
         Value::Number(n) if n.is_f64() => format!("number {n}"),
         Value::Number(n) => format!("integer {n}"),
-        Value::String(s) if s.chars().count() > 40 => {
-            let head: String = s.chars().take(40).collect();
-            format!("string \"{head}…\"")
-        }
-        Value::String(s) => format!("string \"{s}\""),
+        Value::String(s) => format!("string {}", quote(s)),
         Value::Array(_) => "a list".to_owned(),
         Value::Object(_) => "a mapping".to_owned(),
     }

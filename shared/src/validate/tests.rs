@@ -2,7 +2,7 @@
 //! (severity, field path, a fragment of the message) it must produce.
 
 use super::{Severity, validate};
-use crate::validate::rules::quantity_ok;
+use crate::validate::quantity;
 
 use Severity::{Error, Warning};
 
@@ -75,7 +75,7 @@ fn sandbox_documents() {
             name: "bad names",
             yaml: "metadata: {name: Web_1, namespace: Team.A}\nspec:\n  podTemplate: {spec: {containers: [{name: App, image: nginx}]}}\n",
             want: &[
-                (Error, "metadata.name", "hostname label"),
+                (Error, "metadata.name", "lower case"),
                 (Error, "metadata.namespace", "lower case"),
                 (
                     Error,
@@ -98,9 +98,13 @@ fn sandbox_documents() {
             name: "label and annotation syntax",
             yaml: "metadata:\n  name: web\n  labels: {app: 'not ok', 'a/b/c': x, n: 3}\n  annotations: {ok.example.com/x: anything at all}\nspec:\n  podTemplate: {spec: {containers: [{name: app, image: nginx}]}}\n",
             want: &[
+                (
+                    Error,
+                    "metadata.labels[n]",
+                    "got integer 3; quote the value",
+                ),
                 (Error, "metadata.labels[a/b/c]", "second '/'"),
                 (Error, "metadata.labels[app]", "invalid label value"),
-                (Error, "metadata.labels[n]", "quote the value"),
             ],
         },
         Case {
@@ -220,13 +224,16 @@ fn sandbox_documents() {
         Case {
             name: "service name needs a letter first",
             yaml: "metadata: {name: 8080-x}\nspec:\n  service: true\n  podTemplate: {spec: {containers: [{name: app, image: a}]}}\n",
-            want: &[(Error, "metadata.name", "Service name")],
+            want: &[
+                (Warning, "metadata.name", "reaches port 8080 of sandbox x"),
+                (Error, "metadata.name", "Service name"),
+            ],
         },
         Case {
             name: "name too long for a hostname label",
             yaml: "metadata: {name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}\nspec:\n  podTemplate: {spec: {containers: [{name: app, image: a}]}}\n",
             want: &[(
-                Error,
+                Warning,
                 "metadata.name",
                 "no more than 63 characters (got 64)",
             )],
@@ -325,7 +332,7 @@ fn foreign_kinds_are_skipped() {
     let report = validate(&doc);
     assert!(report.skipped);
     assert!(report.is_valid());
-    assert_eq!(report.object_ref(), "ConfigMap default/cfg");
+    assert_eq!(report.object_ref(), "ConfigMap cfg");
 }
 
 #[test]
@@ -348,11 +355,7 @@ fn extension_kinds() {
         Case {
             name: "pool members by generateName",
             yaml: "apiVersion: extensions.agents.x-k8s.io/v1beta1\nkind: SandboxWarmPool\nmetadata: {generateName: Pool-}\nspec: {sandboxTemplateRef: {name: t}}\n",
-            want: &[(
-                Error,
-                "metadata.generateName",
-                "generated names would be invalid",
-            )],
+            want: &[(Error, "metadata.generateName", "lower case")],
         },
         Case {
             name: "claim metadata restrictions",
@@ -377,14 +380,14 @@ fn extension_kinds() {
                 (
                     Error,
                     "spec.additionalPodMetadata.labels[agents.x-k8s.io/launch-type]",
-                    "reserved",
+                    "controller rejects",
                 ),
                 (
                     Error,
                     "spec.additionalPodMetadata.annotations[kubernetes.io/description]",
-                    "reserved",
+                    "controller rejects",
                 ),
-                (Error, "spec.env[1]", "duplicate variable A"),
+                (Warning, "spec.env[1]", "set twice"),
                 (
                     Error,
                     "spec.env[2].name",
@@ -440,14 +443,165 @@ fn extension_kinds() {
 
 #[test]
 fn quantities() {
+    use quantity::Problem::{Number, Suffix};
     for ok in [
         "1", "1Gi", "500m", "0.5", ".5", "1e3", "1E-3", "+2", "-1", "128Mi", "2k", "1.5Ti",
     ] {
-        assert!(quantity_ok(ok), "{ok} should be a quantity");
+        assert_eq!(quantity::parse(ok), Ok(()), "{ok}");
+    }
+    for (bad, problem) in [
+        ("", Number),
+        ("Gi", Number),
+        ("1.2.3Gi", Number),
+        ("--1", Number),
+        ("e3", Number),
+        ("1GB", Suffix),
+        ("1gi", Suffix),
+        ("1e", Suffix),
+        ("1e+", Suffix),
+        ("1 Gi", Suffix),
+        ("1KiB", Suffix),
+    ] {
+        assert_eq!(quantity::parse(bad), Err(problem), "{bad}");
+    }
+}
+
+#[test]
+fn rfc3339_as_kubernetes_parses_it() {
+    use super::schema::is_rfc3339;
+    for ok in [
+        "2027-06-30T12:00:00Z",
+        "2027-06-30T12:00:00+02:00",
+        "2027-06-30T12:00:00.123456789-07:30",
+        "2028-02-29T00:00:00Z",
+    ] {
+        assert!(is_rfc3339(ok), "{ok}");
     }
     for bad in [
-        "", "Gi", "1GB", "1gi", "1.2.3", "1e", "1e+", "1 Gi", "1KiB", "e3", "--1",
+        "tomorrow",
+        "2027-06-30",
+        "2027-06-30 12:00:00Z",
+        "2027-06-30t12:00:00Z",
+        "2027-06-30T12:00Z",
+        "2027-06-30T12:00:00",
+        "2027-06-30T12:00:00+02",
+        "2027-06-30T12:00:00+0200",
+        "2027-06-30T12:00:00.Z",
+        "2027-06-30T12:00:00Z[UTC]",
+        "20270630T120000Z",
+        "2027-02-30T12:00:00Z",
+        "2027-06-30T25:00:00Z",
+        "2027-06-30T12:00:00+24:00",
+        "２０２７-06-30T12:00:00Z",
     ] {
-        assert!(!quantity_ok(bad), "{bad} should not be a quantity");
+        assert!(!is_rfc3339(bad), "{bad}");
     }
+}
+
+#[test]
+fn metadata_and_blueprint_metadata() {
+    let cases = [
+        Case {
+            name: "metadata types come from ObjectMeta",
+            yaml: "metadata: {name: web, finalizers: [1], creationTimestamp: yesterday}\nspec:\n  podTemplate: {spec: {containers: [{name: app, image: a, ports: [{containerPort: 0}]}]}}\n",
+            want: &[
+                (Error, "metadata.creationTimestamp", "RFC 3339"),
+                (Error, "metadata.finalizers[0]", "must be a string"),
+                // A metadata problem does not hide the spec's.
+                (
+                    Error,
+                    "spec.podTemplate.spec.containers[0].ports[0].containerPort",
+                    "between 1 and 65535",
+                ),
+            ],
+        },
+        Case {
+            name: "dotted sandbox name is valid but unroutable",
+            yaml: "metadata: {name: my.sandbox, annotations: {Example.COM/Key: v}}\nspec:\n  podTemplate: {spec: {containers: [{name: app, image: a}]}}\n",
+            want: &[(Warning, "metadata.name", "cannot be reached by hostname")],
+        },
+        Case {
+            name: "name and generateName are both checked",
+            yaml: "metadata: {name: web, generateName: Web-}\nspec:\n  podTemplate: {spec: {containers: [{name: app, image: a}]}}\n",
+            want: &[(Error, "metadata.generateName", "lower case")],
+        },
+        Case {
+            name: "pod template and claim template metadata syntax",
+            yaml: "metadata: {name: web}\nspec:\n  podTemplate:\n    metadata: {labels: {'bad key!': 'v v'}, annotations: {x/y/z: a}}\n    spec: {containers: [{name: app, image: a, volumeMounts: [{name: data, mountPath: /d}]}]}\n  volumeClaimTemplates:\n  - metadata: {name: data, labels: {ok: 'bad!'}}\n    spec: {resources: {requests: {storage: 1Gi}}}\n",
+            want: &[
+                (
+                    Error,
+                    "spec.podTemplate.metadata.labels[bad key!]",
+                    "invalid label key",
+                ),
+                (
+                    Error,
+                    "spec.podTemplate.metadata.labels[bad key!]",
+                    "invalid label value",
+                ),
+                (
+                    Error,
+                    "spec.podTemplate.metadata.annotations[x/y/z]",
+                    "second '/'",
+                ),
+                (
+                    Error,
+                    "spec.volumeClaimTemplates[0].metadata.labels[ok]",
+                    "invalid label value",
+                ),
+            ],
+        },
+        Case {
+            name: "whole-number floats are integers",
+            yaml: "metadata: {name: web}\nspec:\n  podTemplate: {spec: {containers: [{name: app, image: a, ports: [{containerPort: 8080.0}], readinessProbe: {periodSeconds: 1e1}}]}}\n",
+            want: &[],
+        },
+        Case {
+            name: "fractions are not integers",
+            yaml: "metadata: {name: web}\nspec:\n  podTemplate: {spec: {containers: [{name: app, image: a, ports: [{containerPort: 80.5}]}]}}\n",
+            want: &[(
+                Error,
+                "spec.podTemplate.spec.containers[0].ports[0].containerPort",
+                "must be an integer, got number 80.5",
+            )],
+        },
+        Case {
+            name: "control characters are escaped",
+            yaml: "metadata: {name: web, labels: {\"a\\nok  Sandbox x\": v}}\nspec:\n  podTemplate: {spec: {containers: [{name: app, image: a}]}}\n",
+            want: &[(
+                Error,
+                "metadata.labels[a\\nok  Sandbox x]",
+                "invalid label key",
+            )],
+        },
+    ];
+    for case in cases {
+        run(case.name, &sandbox(case.yaml), case.want);
+    }
+}
+
+#[test]
+fn other_groups_may_reuse_kind_names() {
+    let doc: serde_json::Value = serde_saphyr::from_str(
+        "apiVersion: sandbox.example.com/v1\nkind: Sandbox\nmetadata: {name: a}\nspec: {anything: 1}\n",
+    )
+    .expect("yaml");
+    let report = validate(&doc);
+    assert!(report.skipped && report.is_valid(), "{report:?}");
+    assert_eq!(report.object_ref(), "Sandbox a");
+}
+
+#[test]
+fn pool_member_names_are_truncated_like_the_api_server_does() {
+    let long = "p".repeat(70);
+    let yaml = format!(
+        "apiVersion: extensions.agents.x-k8s.io/v1beta1\nkind: SandboxWarmPool\nmetadata: {{name: {long}}}\nspec: {{sandboxTemplateRef: {{name: t}}}}\n"
+    );
+    run("long pool name", &yaml, &[]);
+    let dotted = "apiVersion: extensions.agents.x-k8s.io/v1beta1\nkind: SandboxWarmPool\nmetadata: {name: a.pool}\nspec: {sandboxTemplateRef: {name: t}}\n";
+    run(
+        "dotted pool name",
+        dotted,
+        &[(Warning, "metadata.name", "members")],
+    );
 }
