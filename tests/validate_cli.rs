@@ -227,3 +227,47 @@ fn directory_walk_skips_links_hidden_and_target_directories() {
         ]
     );
 }
+
+#[test]
+fn json_output_has_one_object_per_document_and_a_summary() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rouse"))
+        .args([
+            "validate",
+            "--output",
+            "json",
+            "tests/fixtures/invalid/broken.yaml",
+            "tests/fixtures/invalid/syntax.yaml",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("run rouse validate");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stderr.is_empty(), "json mode writes only stdout: {out:?}");
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(lines.len(), 5 + 3 + 1, "{lines:#?}");
+    let results: Vec<&str> = lines[..8]
+        .iter()
+        .map(|l| l["result"].as_str().expect("result"))
+        .collect();
+    assert_eq!(
+        results,
+        ["invalid", "invalid", "invalid", "invalid", "valid", "valid", "invalid", "valid"]
+    );
+    let pool = &lines[1];
+    assert_eq!(pool["kind"], "SandboxWarmPool");
+    assert_eq!(pool["document"], 2);
+    assert_eq!(pool["line"], 18);
+    assert_eq!(pool["namespace"], serde_json::Value::Null);
+    assert_eq!(pool["findings"][0]["path"], "spec.replicas");
+    assert_eq!(pool["findings"][0]["severity"], "error");
+    let syntax = &lines[6];
+    assert_eq!(syntax["document"], 2);
+    assert!(syntax["findings"][0]["message"].is_string());
+    assert_eq!(
+        lines[8],
+        serde_json::json!({"summary": {"valid": 3, "invalid": 5, "skipped": 0, "unreadable": 0}})
+    );
+}

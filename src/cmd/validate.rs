@@ -1,16 +1,18 @@
-//! `rouse validate`: check manifests and print one line per document.
+//! `rouse validate`: check manifests and report each document.
 //!
-//! Output: `ok  Kind namespace/name` on stdout for every valid document of a sandbox kind,
-//! `skip  Kind namespace/name` for documents of other kinds, and on stderr one
-//! `error:`/`warning:` line per finding naming the file, the document (index and line) and the
-//! field path. The exit status is 1 when any document or file failed.
+//! Text output: `ok  Kind namespace/name` on stdout for every valid document of a sandbox kind,
+//! `skip  Kind name` for documents of other kinds, and on stderr one `error:`/`warning:` line per
+//! finding naming the file, the document (index and line) and the field path, then a summary.
+//! `--output json` prints one JSON object per document instead (JSON Lines on stdout), then a
+//! summary object. The exit status is 1 when any document or file failed.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use rouse_shared::manifest::{self, Document};
+use rouse_shared::manifest::{self, Document, ParseError};
 use rouse_shared::validate::{self, Report, Severity};
+use serde_json::{Value, json};
 
 /// Arguments of `rouse validate`.
 #[derive(Debug, clap::Args)]
@@ -20,44 +22,36 @@ pub struct Args {
     /// symbolic links to directories); `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
+    /// Output format: `text` for people, `json` for one JSON object per document.
+    #[arg(long, short, value_enum, default_value_t = Format::Text)]
+    output: Format,
 }
 
-/// Counts of what was checked, for the summary line.
-#[derive(Debug, Default)]
-struct Tally {
-    ok: usize,
-    failed: usize,
-    skipped: usize,
-    unreadable: usize,
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// `ok`/`skip` lines on stdout, `error:`/`warning:` lines on stderr.
+    Text,
+    /// JSON Lines on stdout.
+    Json,
 }
 
 /// Validates every document of every file.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let mut tally = Tally::default();
+    let mut printer = Printer {
+        format: args.output,
+        tally: Tally::default(),
+    };
     for arg in &args.files {
-        for file in expand(arg, &mut tally) {
-            check_file(&file, &mut tally);
+        for file in expand(arg, &mut printer) {
+            check_file(&file, &mut printer);
         }
     }
-    eprintln!(
-        "{} valid, {} invalid, {} skipped{}",
-        tally.ok,
-        tally.failed,
-        tally.skipped,
-        match tally.unreadable {
-            0 => String::new(),
-            n => format!(", {n} unreadable"),
-        }
-    );
-    Ok(if tally.failed + tally.unreadable > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(printer.finish())
 }
 
 /// The files an argument stands for: itself, or the manifests below a directory, sorted.
-fn expand(arg: &Path, tally: &mut Tally) -> Vec<PathBuf> {
+fn expand(arg: &Path, printer: &mut Printer) -> Vec<PathBuf> {
     if arg.as_os_str() == "-" || !arg.is_dir() {
         return vec![arg.to_owned()];
     }
@@ -67,8 +61,10 @@ fn expand(arg: &Path, tally: &mut Tally) -> Vec<PathBuf> {
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) => {
-                eprintln!("error: {}: cannot read directory: {e}", dir.display());
-                tally.unreadable += 1;
+                printer.unreadable(
+                    &dir.display().to_string(),
+                    &format!("cannot read directory: {e}"),
+                );
                 continue;
             }
         };
@@ -93,20 +89,19 @@ fn expand(arg: &Path, tally: &mut Tally) -> Vec<PathBuf> {
     }
     found.sort();
     if found.is_empty() {
-        eprintln!(
-            "warning: {}: no *.yaml, *.yml or *.json files",
-            arg.display()
+        printer.file_warning(
+            &arg.display().to_string(),
+            "no *.yaml, *.yml or *.json files",
         );
     }
     found
 }
 
-fn check_file(path: &Path, tally: &mut Tally) {
+fn check_file(path: &Path, printer: &mut Printer) {
     let (name, text) = match read(path) {
         Ok(read) => read,
         Err(e) => {
-            eprintln!("error: {}: {e}", path.display());
-            tally.unreadable += 1;
+            printer.unreadable(&path.display().to_string(), &e.to_string());
             return;
         }
     };
@@ -114,15 +109,12 @@ fn check_file(path: &Path, tally: &mut Tally) {
     for document in manifest::documents(&text) {
         empty = false;
         match document {
-            Ok(doc) => report(&name, &doc, &validate::validate(&doc.value), tally),
-            Err(e) => {
-                eprintln!("error: {name}: {e}");
-                tally.failed += 1;
-            }
+            Ok(doc) => printer.document(&name, &doc, &validate::validate(&doc.value)),
+            Err(e) => printer.parse_error(&name, &e),
         }
     }
     if empty {
-        eprintln!("warning: {name}: no documents");
+        printer.file_warning(&name, "no documents");
     }
 }
 
@@ -136,27 +128,156 @@ fn read(path: &Path) -> std::io::Result<(String, String)> {
     }
 }
 
-fn report(file: &str, doc: &Document, report: &Report, tally: &mut Tally) {
-    let item = doc.item.map(|i| format!(" items[{i}]")).unwrap_or_default();
-    let location = format!("{file}: document {} (line {}){item}", doc.index, doc.line);
-    let object = report.object_ref();
-    for finding in &report.findings {
-        let level = match finding.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
+/// Counts of what was checked, for the summary.
+#[derive(Debug, Default)]
+struct Tally {
+    valid: usize,
+    invalid: usize,
+    skipped: usize,
+    unreadable: usize,
+}
+
+/// Prints results in the chosen format and counts them.
+struct Printer {
+    format: Format,
+    tally: Tally,
+}
+
+impl Printer {
+    fn document(&mut self, file: &str, doc: &Document, report: &Report) {
+        let result = if report.skipped {
+            self.tally.skipped += 1;
+            "skipped"
+        } else if report.is_valid() {
+            self.tally.valid += 1;
+            "valid"
+        } else {
+            self.tally.invalid += 1;
+            "invalid"
         };
-        eprintln!(
-            "{level}: {location}: {object}: {}: {}",
-            finding.path, finding.message
-        );
+        match self.format {
+            Format::Json => {
+                let findings: Vec<Value> = report
+                    .findings
+                    .iter()
+                    .map(|f| {
+                        json!({
+                            "severity": severity(f.severity),
+                            "path": f.path.to_string(),
+                            "message": f.message,
+                        })
+                    })
+                    .collect();
+                println!(
+                    "{}",
+                    json!({
+                        "file": file,
+                        "document": doc.index,
+                        "line": doc.line,
+                        "item": doc.item,
+                        "kind": report.kind,
+                        "namespace": report.namespace,
+                        "name": report.name,
+                        "result": result,
+                        "findings": findings,
+                    })
+                );
+            }
+            Format::Text => {
+                let item = doc.item.map(|i| format!(" items[{i}]")).unwrap_or_default();
+                let location = format!("{file}: document {} (line {}){item}", doc.index, doc.line);
+                let object = report.object_ref();
+                for f in &report.findings {
+                    eprintln!(
+                        "{}: {location}: {object}: {}: {}",
+                        severity(f.severity),
+                        f.path,
+                        f.message
+                    );
+                }
+                match result {
+                    "skipped" => println!("skip  {object} (not a sandbox kind)"),
+                    "valid" => println!("ok  {object}"),
+                    _ => {}
+                }
+            }
+        }
     }
-    if report.skipped {
-        println!("skip  {object} (not a sandbox kind)");
-        tally.skipped += 1;
-    } else if report.is_valid() {
-        println!("ok  {object}");
-        tally.ok += 1;
-    } else {
-        tally.failed += 1;
+
+    fn parse_error(&mut self, file: &str, error: &ParseError) {
+        self.tally.invalid += 1;
+        match self.format {
+            Format::Json => println!(
+                "{}",
+                json!({
+                    "file": file,
+                    "document": error.index,
+                    "line": error.line,
+                    "column": error.column,
+                    "result": "invalid",
+                    "findings": [{"severity": "error", "path": "", "message": error.message}],
+                })
+            ),
+            Format::Text => eprintln!("error: {file}: {error}"),
+        }
+    }
+
+    fn unreadable(&mut self, file: &str, message: &str) {
+        self.tally.unreadable += 1;
+        match self.format {
+            Format::Json => println!(
+                "{}",
+                json!({"file": file, "result": "unreadable", "message": message})
+            ),
+            Format::Text => eprintln!("error: {file}: {message}"),
+        }
+    }
+
+    fn file_warning(&mut self, file: &str, message: &str) {
+        match self.format {
+            Format::Json => println!(
+                "{}",
+                json!({"file": file, "result": "empty", "message": message})
+            ),
+            Format::Text => eprintln!("warning: {file}: {message}"),
+        }
+    }
+
+    /// Prints the summary and returns the exit status.
+    fn finish(self) -> ExitCode {
+        let t = &self.tally;
+        match self.format {
+            Format::Json => println!(
+                "{}",
+                json!({"summary": {
+                    "valid": t.valid,
+                    "invalid": t.invalid,
+                    "skipped": t.skipped,
+                    "unreadable": t.unreadable,
+                }})
+            ),
+            Format::Text => eprintln!(
+                "{} valid, {} invalid, {} skipped{}",
+                t.valid,
+                t.invalid,
+                t.skipped,
+                match t.unreadable {
+                    0 => String::new(),
+                    n => format!(", {n} unreadable"),
+                }
+            ),
+        }
+        if t.invalid + t.unreadable > 0 {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn severity(s: Severity) -> &'static str {
+    match s {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
     }
 }
