@@ -242,7 +242,10 @@ fn json_output_has_one_object_per_document_and_a_summary() {
         .output()
         .expect("run rouse validate");
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(out.stderr.is_empty(), "json mode writes only stdout: {out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "json mode writes only stdout: {out:?}"
+    );
     let lines: Vec<serde_json::Value> = text(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
@@ -254,7 +257,9 @@ fn json_output_has_one_object_per_document_and_a_summary() {
         .collect();
     assert_eq!(
         results,
-        ["invalid", "invalid", "invalid", "invalid", "valid", "valid", "invalid", "valid"]
+        [
+            "invalid", "invalid", "invalid", "invalid", "valid", "valid", "invalid", "valid"
+        ]
     );
     let pool = &lines[1];
     assert_eq!(pool["kind"], "SandboxWarmPool");

@@ -1,4 +1,9 @@
 //! Load generator and benchmark scenarios for Rouse.
 //!
-//! Benchmarks run release builds and print p50/p99/max with ratios against a baseline measured
-//! in the same run; this crate currently holds no scenarios.
+//! Every scenario measures Rouse's code and a baseline side by side in the same run, in
+//! batches, and reports per-operation p50/p99/max and the ratio of the medians, so results
+//! compare across machines. Loops are bounded both by a count and by a time budget. Run the
+//! release build: `cargo run --release -p rouse-loadtest -- --help`.
+
+pub mod measure;
+pub mod scenarios;
