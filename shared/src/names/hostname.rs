@@ -309,7 +309,7 @@ fn split_port_prefix<'l>(
 }
 
 /// Splits a `<digits>-<rest>` label into digits and rest; `None` for labels of other forms.
-fn port_prefix(label: &str) -> Option<(&str, &str)> {
+pub(crate) fn port_prefix(label: &str) -> Option<(&str, &str)> {
     let (digits, rest) = label.split_once('-')?;
     (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some((digits, rest))
 }

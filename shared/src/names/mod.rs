@@ -15,6 +15,7 @@ pub use dns::{
     validate_dns1123_subdomain, validate_label_key, validate_label_value,
 };
 pub use hash::{fnv1a_32, sandbox_name_hash};
+pub(crate) use hostname::port_prefix;
 pub use hostname::{
     HostnameError, MAX_HOST_LEN, MAX_LABEL_LEN, MAX_QUOTED_CHARS, SandboxDomains, SandboxHost,
     split_host_port,

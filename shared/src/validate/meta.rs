@@ -127,7 +127,7 @@ fn object_name(name: &str, kind: &str, path: &FieldPath, out: &mut Findings) {
                  a single DNS label): {e}"
             ),
         );
-    } else if let Some((port, rest)) = port_prefix(name) {
+    } else if let Some((port, rest)) = names::port_prefix(name) {
         out.warn(
             path,
             format!(
@@ -137,13 +137,6 @@ fn object_name(name: &str, kind: &str, path: &FieldPath, out: &mut Findings) {
             ),
         );
     }
-}
-
-/// `(port, rest)` when a name starts like a hostname port prefix (`<digits>-<rest>`).
-fn port_prefix(name: &str) -> Option<(&str, &str)> {
-    let (digits, rest) = name.split_once('-')?;
-    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && !rest.is_empty())
-        .then_some((digits, rest))
 }
 
 /// Checks the syntax of a label map.
