@@ -605,3 +605,80 @@ fn pool_member_names_are_truncated_like_the_api_server_does() {
         &[(Warning, "metadata.name", "members")],
     );
 }
+
+/// Mutated manifests (bytes flipped, cut, duplicated) never panic the reader or the validator,
+/// and every message stays on one line (a quoted newline cannot forge an output line).
+/// Deterministic: a fixed-seed xorshift, bounded count.
+#[test]
+fn mutated_manifests_never_panic() {
+    let seeds: Vec<String> = ["sandbox-http.yaml", "warm-pool.yaml", "snapshot.yaml"]
+        .iter()
+        .map(|f| {
+            let path = format!("{}/../deploy/examples/{f}", env!("CARGO_MANIFEST_DIR"));
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+        })
+        .collect();
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    const ALPHABET: &[u8] = b" \n\t:-[]{}#&*!|>'\"0123456789.aZ\\,?%@`";
+    let (mut valid, mut invalid) = (0, 0);
+    for round in 0..1500 {
+        let seed = &seeds[round % seeds.len()];
+        let mut bytes = seed.as_bytes().to_vec();
+        for _ in 0..(1 + next() % 4) {
+            let at = (next() as usize) % bytes.len().max(1);
+            match next() % 4 {
+                0 => bytes[at] = ALPHABET[(next() as usize) % ALPHABET.len()],
+                1 => {
+                    bytes.remove(at);
+                }
+                2 => bytes.insert(at, ALPHABET[(next() as usize) % ALPHABET.len()]),
+                _ => {
+                    let end = (at + (next() as usize) % 64).min(bytes.len());
+                    let chunk = bytes[at..end].to_vec();
+                    bytes.splice(at..at, chunk);
+                }
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        for doc in crate::manifest::documents(&text) {
+            let doc = match doc {
+                Ok(doc) => doc,
+                Err(e) => {
+                    invalid += 1;
+                    assert!(!e.to_string().contains('\n'), "round {round}: {e}");
+                    continue;
+                }
+            };
+            let report = validate(&doc.value);
+            if report.is_valid() {
+                valid += 1;
+            } else {
+                invalid += 1;
+            }
+            assert!(!report.object_ref().contains('\n'), "round {round}");
+            for f in &report.findings {
+                let line = format!("{}: {}", f.path, f.message);
+                assert!(
+                    !f.message.is_empty(),
+                    "round {round}: empty message at {}",
+                    f.path
+                );
+                assert!(
+                    !line.contains('\n'),
+                    "round {round}: multi-line finding {line:?}"
+                );
+            }
+        }
+    }
+    // The mutations must exercise both verdicts, or the test checks nothing.
+    assert!(
+        valid > 100 && invalid > 100,
+        "valid {valid}, invalid {invalid}"
+    );
+}
