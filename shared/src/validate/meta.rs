@@ -66,11 +66,12 @@ pub(super) fn check(meta: Option<&Value>, kind: &str, out: &mut Findings) {
                 object_name(name, kind, &path.field("name"), out);
             }
             if let Some(prefix) = prefix {
-                // The server cuts the prefix and appends five random characters; check what it
-                // will produce.
-                let kept: String = prefix.chars().take(MAX_GENERATE_NAME_PREFIX).collect();
-                let sample = format!("{kept}{}", "x".repeat(GENERATED_SUFFIX_LEN));
-                object_name(&sample, kind, &path.field("generateName"), out);
+                object_name(
+                    &generated_name(prefix),
+                    kind,
+                    &path.field("generateName"),
+                    out,
+                );
             }
         }
     }
@@ -92,6 +93,13 @@ pub(super) fn check(meta: Option<&Value>, kind: &str, out: &mut Findings) {
     annotations(&strings("annotations"), &path.field("annotations"), out);
 }
 
+/// A name the API server may generate from `prefix`: the prefix cut to what it keeps, then
+/// five random characters (stood in for by `x`).
+fn generated_name(prefix: &str) -> String {
+    let kept: String = prefix.chars().take(MAX_GENERATE_NAME_PREFIX).collect();
+    format!("{kept}{}", "x".repeat(GENERATED_SUFFIX_LEN))
+}
+
 /// Checks an object's name (or a name `generateName` will produce): errors for what the API
 /// server rejects, warnings for what Rouse cannot route to.
 fn object_name(name: &str, kind: &str, path: &FieldPath, out: &mut Findings) {
@@ -106,16 +114,10 @@ fn object_name(name: &str, kind: &str, path: &FieldPath, out: &mut Findings) {
             "the claim's cold-start sandbox (named like the claim)",
             name.to_owned(),
         ),
-        "SandboxWarmPool" => {
-            let prefix: String = format!("{name}-")
-                .chars()
-                .take(MAX_GENERATE_NAME_PREFIX)
-                .collect();
-            (
-                "the pool's members (named after the pool)",
-                format!("{prefix}{}", "x".repeat(GENERATED_SUFFIX_LEN)),
-            )
-        }
+        "SandboxWarmPool" => (
+            "the pool's members (generateName <pool>-)",
+            generated_name(&format!("{name}-")),
+        ),
         _ => return,
     };
     let name = name.as_str();

@@ -97,48 +97,30 @@ impl Report {
 /// assert!(report.is_valid(), "{:?}", report.findings);
 /// ```
 pub fn validate(doc: &Value) -> Report {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+    let meta = doc.get("metadata");
+    let name = text(meta.and_then(|m| m.get("name")))
+        .or_else(|| text(meta.and_then(|m| m.get("generateName"))).map(|g| format!("{g}*")));
     let mut out = Findings::default();
-    let mut report = Report {
-        kind: None,
-        namespace: None,
-        name: None,
-        skipped: false,
-        findings: Vec::new(),
-    };
-    let Some(object) = doc.as_object() else {
-        out.error(
+    let mut skipped = false;
+    match doc.as_object() {
+        None => out.error(
             &FieldPath::root(),
             format!("must be a mapping, got {}", schema::describe(doc)),
-        );
-        report.findings = out.0;
-        return report;
-    };
-    report.kind = object
-        .get("kind")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    if let Some(meta) = object.get("metadata") {
-        report.namespace = meta
-            .get("namespace")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        report.name = meta
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .or_else(|| {
-                meta.get("generateName")
-                    .and_then(Value::as_str)
-                    .map(|g| format!("{g}*"))
-            });
+        ),
+        Some(object) => match resolve_kind(object, &mut out) {
+            Resolved::Known(kind) => check_known(doc, object, kind, &mut out),
+            Resolved::Foreign => skipped = true,
+            Resolved::Invalid => {}
+        },
     }
-    match resolve_kind(object, &mut out) {
-        Resolved::Known(kind) => check_known(doc, object, kind, &mut out),
-        Resolved::Foreign => report.skipped = true,
-        Resolved::Invalid => {}
+    Report {
+        kind: text(doc.get("kind")),
+        namespace: text(meta.and_then(|m| m.get("namespace"))),
+        name,
+        skipped,
+        findings: out.0,
     }
-    report.findings = out.0;
-    report
 }
 
 fn check_known(

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::text::quote;
-use super::{FieldPath, Findings, meta, pod};
+use super::{FieldPath, Findings, meta, pod, schema};
 use crate::api::{
     NetworkPolicyManagement, PodMetadata, Sandbox, SandboxClaim, SandboxSnapshot, SandboxTemplate,
     SandboxWarmPool,
@@ -59,9 +59,8 @@ fn decode<T: DeserializeOwned>(doc: &Value, out: &mut Findings) -> Option<T> {
 fn whole_floats_to_integers(value: &mut Value) {
     match value {
         Value::Number(n) if n.is_f64() => {
-            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
-                // In range by the filter above, so the cast is exact.
-                *value = Value::from(f as i64);
+            if let Some(i) = schema::as_integer(value) {
+                *value = Value::from(i);
             }
         }
         Value::Array(items) => items.iter_mut().for_each(whole_floats_to_integers),

@@ -5,8 +5,9 @@
 //! `format` (`int32`, `int64`, `date-time`), `minimum`/`maximum` (and their exclusive forms),
 //! `minLength`/`maxLength`, `minItems`/`maxItems`, `nullable`,
 //! `x-kubernetes-int-or-string`, `x-kubernetes-preserve-unknown-fields` and the uniqueness of
-//! `x-kubernetes-list-type: map | set` lists. CEL rules (`x-kubernetes-validations`) only
-//! constrain updates in these CRDs and are left to the API server.
+//! `x-kubernetes-list-type: map | set` lists. CEL rules (`x-kubernetes-validations`) are left
+//! to the API server: the immutability rule only constrains updates, and the Service-name rule
+//! is checked by `rules` directly.
 
 use std::collections::BTreeSet;
 
@@ -25,7 +26,7 @@ pub(super) fn check(value: &Value, schema: &Value, path: &FieldPath, out: &mut F
         return;
     }
     if flag(schema, "x-kubernetes-int-or-string") {
-        if !(is_integer(value) || value.is_string()) {
+        if as_integer(value).is_none() && !value.is_string() {
             out.error(
                 path,
                 format!("must be an integer or a string, got {}", describe(value)),
@@ -214,34 +215,37 @@ fn check_string(value: &Value, schema: &Map<String, Value>, path: &FieldPath, ou
 }
 
 fn check_integer(value: &Value, schema: &Map<String, Value>, path: &FieldPath, out: &mut Findings) {
-    // A whole-number float (`8080.0`, `1e3`) is accepted: the API server takes it as an integer.
-    let whole = value
-        .as_f64()
-        .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15);
-    if !is_integer(value) && whole.is_none() {
-        let hint = match value.as_str() {
-            Some(s) if s.parse::<i64>().is_ok() => "; remove the quotes",
-            _ => "",
+    let Some(n) = as_integer(value) else {
+        let message = if value.is_u64() {
+            format!("must fit in a 64-bit integer, got {value}")
+        } else {
+            let hint = match value.as_str() {
+                Some(s) if s.parse::<i64>().is_ok() => "; remove the quotes",
+                _ => "",
+            };
+            format!("must be an integer, got {}{hint}", describe(value))
         };
-        out.error(
-            path,
-            format!("must be an integer, got {}{hint}", describe(value)),
-        );
+        out.error(path, message);
         return;
-    }
-    let (lo, hi) = match schema.get("format").and_then(Value::as_str) {
-        Some("int32") => (i64::from(i32::MIN), i64::from(i32::MAX)),
-        _ => (i64::MIN, i64::MAX),
     };
-    // Checked above: the value is an integer or a whole float well inside the i64 range.
-    let as_int = value.as_i64().or(whole.map(|f| f as i64));
-    match as_int {
-        Some(n) if n < lo || n > hi => {
-            out.error(path, format!("must fit in a 32-bit integer, got {n}"));
-        }
-        None => out.error(path, format!("must fit in a 64-bit integer, got {value}")),
-        Some(_) => check_bounds(value, schema, path, out),
+    let int32 = schema.get("format").and_then(Value::as_str) == Some("int32");
+    if int32 && i32::try_from(n).is_err() {
+        out.error(path, format!("must fit in a 32-bit integer, got {n}"));
+    } else {
+        check_bounds(value, schema, path, out);
     }
+}
+
+/// The value as an integer: an integer, or a whole-number float (`8080.0`, `1e3`), which the
+/// API server takes as one too. `None` for anything else, or beyond what an `i64` holds.
+pub(super) fn as_integer(value: &Value) -> Option<i64> {
+    value.as_i64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            // In range by the filter, so the cast is exact.
+            .map(|f| f as i64)
+    })
 }
 
 fn check_bounds(value: &Value, schema: &Map<String, Value>, path: &FieldPath, out: &mut Findings) {
@@ -270,10 +274,6 @@ fn check_bounds(value: &Value, schema: &Map<String, Value>, path: &FieldPath, ou
 
 fn flag(schema: &Map<String, Value>, key: &str) -> bool {
     schema.get(key).and_then(Value::as_bool) == Some(true)
-}
-
-fn is_integer(value: &Value) -> bool {
-    value.is_i64() || value.is_u64()
 }
 
 /// Formats a schema bound without a pointless `.0`.

@@ -553,7 +553,7 @@ fn metadata_and_blueprint_metadata() {
         },
         Case {
             name: "whole-number floats are integers",
-            yaml: "metadata: {name: web}\nspec:\n  podTemplate: {spec: {containers: [{name: app, image: a, ports: [{containerPort: 8080.0}], readinessProbe: {periodSeconds: 1e1}}]}}\n",
+            yaml: "metadata: {name: web}\nspec:\n  podTemplate: {spec: {containers: [{name: app, image: a, ports: [{containerPort: 8080.0}], readinessProbe: {periodSeconds: 1e1, httpGet: {port: 8080.0}}}]}}\n",
             want: &[],
         },
         Case {
