@@ -145,15 +145,15 @@ struct Printer {
 
 impl Printer {
     fn document(&mut self, file: &str, doc: &Document, report: &Report) {
-        let result = if report.skipped {
+        let verdict = if report.skipped {
             self.tally.skipped += 1;
-            "skipped"
+            Verdict::Skipped
         } else if report.is_valid() {
             self.tally.valid += 1;
-            "valid"
+            Verdict::Valid
         } else {
             self.tally.invalid += 1;
-            "invalid"
+            Verdict::Invalid
         };
         match self.format {
             Format::Json => {
@@ -178,7 +178,7 @@ impl Printer {
                         "kind": report.kind,
                         "namespace": report.namespace,
                         "name": report.name,
-                        "result": result,
+                                                "result": verdict.as_str(),
                         "findings": findings,
                     })
                 );
@@ -195,10 +195,10 @@ impl Printer {
                         f.message
                     );
                 }
-                match result {
-                    "skipped" => println!("skip  {object} (not a sandbox kind)"),
-                    "valid" => println!("ok  {object}"),
-                    _ => {}
+                match verdict {
+                    Verdict::Skipped => println!("skip  {object} (not a sandbox kind)"),
+                    Verdict::Valid => println!("ok  {object}"),
+                    Verdict::Invalid => {}
                 }
             }
         }
@@ -271,6 +271,25 @@ impl Printer {
             ExitCode::FAILURE
         } else {
             ExitCode::SUCCESS
+        }
+    }
+}
+
+/// What became of one document.
+#[derive(Debug, Clone, Copy)]
+enum Verdict {
+    Valid,
+    Invalid,
+    Skipped,
+}
+
+impl Verdict {
+    /// The `result` value of the JSON output.
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Valid => "valid",
+            Verdict::Invalid => "invalid",
+            Verdict::Skipped => "skipped",
         }
     }
 }
