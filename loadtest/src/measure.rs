@@ -9,7 +9,7 @@ pub struct Budget {
     pub batches: usize,
     /// Operations per batch; a batch is timed as a whole to keep clock overhead out.
     pub batch_size: usize,
-    /// Stop starting new batches after this long (per side).
+    /// Stop starting new batches after this long per side (both sides: twice this).
     pub max_time: Duration,
 }
 
@@ -39,23 +39,50 @@ impl Summary {
     }
 }
 
-/// Runs `op` in timed batches within `budget` and summarises the per-operation times.
-/// `op` gets the operation's index, so it can cycle through its inputs.
-pub fn run(name: &str, budget: Budget, mut op: impl FnMut(usize)) -> Summary {
+/// Runs `subject` and `baseline` in alternating timed batches within `budget` and summarises
+/// each side's per-operation times. Alternating, rather than one side after the other, spreads
+/// whatever else the machine does over both sides alike, so the ratio stays meaningful.
+/// Each op gets its index, so it can cycle through its inputs.
+pub fn compare(
+    names: (&str, &str),
+    budget: Budget,
+    mut subject: impl FnMut(usize),
+    mut baseline: impl FnMut(usize),
+) -> (Summary, Summary) {
     let started = Instant::now();
-    let mut means = Vec::with_capacity(budget.batches);
+    let mut means = (
+        Vec::with_capacity(budget.batches),
+        Vec::with_capacity(budget.batches),
+    );
     let mut ops = 0;
     for _ in 0..budget.batches {
-        if started.elapsed() > budget.max_time && !means.is_empty() {
+        if started.elapsed() > budget.max_time * 2 && !means.0.is_empty() {
             break;
         }
-        let t = Instant::now();
-        for _ in 0..budget.batch_size {
-            op(ops);
-            ops += 1;
-        }
-        means.push(t.elapsed().as_nanos() as f64 / budget.batch_size.max(1) as f64);
+        means
+            .0
+            .push(time_batch(budget.batch_size, ops, &mut subject));
+        means
+            .1
+            .push(time_batch(budget.batch_size, ops, &mut baseline));
+        ops += budget.batch_size;
     }
+    (
+        summarize(names.0, ops, means.0),
+        summarize(names.1, ops, means.1),
+    )
+}
+
+/// Mean nanoseconds per operation of one batch, ops numbered from `first`.
+fn time_batch(size: usize, first: usize, op: &mut impl FnMut(usize)) -> f64 {
+    let t = Instant::now();
+    for i in first..first + size {
+        op(i);
+    }
+    t.elapsed().as_nanos() as f64 / size.max(1) as f64
+}
+
+fn summarize(name: &str, ops: usize, mut means: Vec<f64>) -> Summary {
     means.sort_by(f64::total_cmp);
     let pick = |q: f64| {
         let i = ((means.len() as f64 - 1.0) * q).round() as usize;

@@ -41,13 +41,16 @@ pub fn hostnames(budget: Budget) -> anyhow::Result<(Summary, Summary)> {
         Some("default"),
     )?;
     let hosts = sample_hosts(4096);
-    let rouse = measure::run("SandboxDomains::parse", budget, |i| {
-        let _ = black_box(domains.parse(black_box(&hosts[i % hosts.len()])));
-    });
-    let baseline = measure::run("naive split (baseline)", budget, |i| {
-        black_box(naive_parse(black_box(&hosts[i % hosts.len()])));
-    });
-    Ok((rouse, baseline))
+    Ok(measure::compare(
+        ("SandboxDomains::parse", "naive split (baseline)"),
+        budget,
+        |i| {
+            let _ = black_box(domains.parse(black_box(&hosts[i % hosts.len()])));
+        },
+        |i| {
+            black_box(naive_parse(black_box(&hosts[i % hosts.len()])));
+        },
+    ))
 }
 
 /// Lower-case, strip a known suffix, split on dots: no label or port validation.
@@ -108,15 +111,18 @@ pub fn validation(budget: Budget) -> anyhow::Result<(Summary, Summary)> {
             report.findings
         );
     }
-    let checked = measure::run("read + validate", budget, |i| {
-        for doc in manifest::documents(&docs[i % docs.len()]).flatten() {
-            black_box(validate::validate(&doc.value));
-        }
-    });
-    let parsed = measure::run("read only (baseline)", budget, |i| {
-        for doc in manifest::documents(&docs[i % docs.len()]).flatten() {
-            black_box(doc);
-        }
-    });
-    Ok((checked, parsed))
+    Ok(measure::compare(
+        ("read + validate", "read only (baseline)"),
+        budget,
+        |i| {
+            for doc in manifest::documents(&docs[i % docs.len()]).flatten() {
+                black_box(validate::validate(&doc.value));
+            }
+        },
+        |i| {
+            for doc in manifest::documents(&docs[i % docs.len()]).flatten() {
+                black_box(doc);
+            }
+        },
+    ))
 }
