@@ -1,0 +1,2 @@
+//! Test-only support code for Rouse. Never a dependency of the shipped binary: only
+//! `[dev-dependencies]` name this crate.
