@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use futures::StreamExt;
 use redb::{ReadTransaction, ReadableDatabase};
 use rouse_shared::store::{
     DeleteParams, Deletion, ListParams, ObjectKey, ObjectList, Patch, Result, Store, StoreError,
@@ -228,8 +229,15 @@ impl EmbeddedStore {
         .map_err(|e| StoreError::Unavailable {
             message: format!("store watch task failed: {e}"),
             source: Some(Box::new(e)),
-        })??;
-        Ok(into_stream::<K>(sub))
+        })?;
+        match sub {
+            Ok(sub) => Ok(into_stream::<K>(sub)),
+            // Like the API server, a too-old version is the stream's first (and only) item.
+            Err(expired @ StoreError::Expired { .. }) => {
+                Ok(futures::stream::once(async { Err(expired) }).boxed())
+            }
+            Err(err) => Err(err),
+        }
     }
 }
 

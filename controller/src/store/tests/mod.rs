@@ -2,6 +2,7 @@
 
 mod crud;
 mod delete;
+mod watch;
 
 use std::path::PathBuf;
 
