@@ -3,3 +3,5 @@
 //!
 //! Builds on the API types and the [`rouse_shared::store::Store`] port of `rouse-shared`; this
 //! crate currently holds no code.
+
+pub mod platform;
