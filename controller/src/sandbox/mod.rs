@@ -14,3 +14,8 @@ pub use observed::{Observed, ObservedService, ObservedVolume, Ownership, Workloa
 pub use plan::{Plan, plan};
 pub use reconcile::{ReconcileError, ReconcileOutcome, reconcile_sandbox};
 pub use workload::{pod_name, volume_specs, workload_spec};
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod tests;
