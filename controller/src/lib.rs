@@ -1,7 +1,9 @@
-//! The Rouse control plane: reconcilers for the sandbox kinds, the `Platform` port with its
-//! Kubernetes and local implementations, the embedded store and the REST API.
+//! The Rouse control plane: reconcilers for the sandbox kinds and the `Platform` port with its
+//! Kubernetes implementation.
 //!
-//! Builds on the API types and the [`rouse_shared::store::Store`] port of `rouse-shared`; this
-//! crate currently holds no code.
+//! The reconcilers are a functional core ([`sandbox::plan`]) wrapped by one generic driver
+//! ([`sandbox::reconcile_sandbox`]) that both modes call: the kube-runtime controller in
+//! Kubernetes mode and the store-watch driver in standalone mode.
 
 pub mod platform;
+pub mod sandbox;
