@@ -10,6 +10,8 @@ use k8s_openapi::api::core::v1::{Container, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use rouse_shared::api::Sandbox;
 
+use crate::sandbox::workload_spec;
+
 use super::error::{Error, Result};
 use super::probe::{ProbeAction, Readiness};
 
@@ -111,9 +113,14 @@ pub struct LaunchSpec {
 }
 
 impl LaunchSpec {
-    /// Reads and checks a sandbox's pod template.
+    /// Reads and checks a sandbox's pod template (with its claim volumes merged in, as the
+    /// controller core's `workload_spec` does).
     pub fn from_sandbox(sandbox: &Sandbox) -> Result<Self> {
-        let pod = &sandbox.spec.pod_template.spec;
+        Self::from_pod(&workload_spec(sandbox).spec)
+    }
+
+    /// Reads and checks a pod spec whose volume claim templates are already pod volumes.
+    pub fn from_pod(pod: &PodSpec) -> Result<Self> {
         let container = pod
             .containers
             .first()
@@ -122,13 +129,7 @@ impl LaunchSpec {
         let argv = argv(container)?;
         let env = env(container)?;
         let ports = ports(container)?;
-        let vct_names: Vec<&str> = sandbox
-            .spec
-            .volume_claim_templates
-            .iter()
-            .map(|t| t.metadata.name.as_str())
-            .collect();
-        let volumes = volumes(pod, container, &vct_names)?;
+        let volumes = volumes(pod, container)?;
         let readiness = match &container.readiness_probe {
             Some(probe) => readiness(probe, &ports)?,
             None => Readiness::default(),
@@ -218,13 +219,13 @@ fn ports(container: &Container) -> Result<Vec<PortSpec>> {
     Ok(out)
 }
 
-/// Claim templates and the pod's emptyDir/persistentVolumeClaim volumes, mounted ones first
-/// in `volumeMounts` order, so the first volume is the one the container mounts first.
-fn volumes(pod: &PodSpec, container: &Container, vct_names: &[&str]) -> Result<Vec<VolumeSpec>> {
-    let mut names: Vec<String> = vct_names.iter().map(|n| (*n).to_owned()).collect();
+/// The pod's directory-like volumes (claims, emptyDir, ephemeral), mounted ones first in
+/// `volumeMounts` order, so the first volume is the one the container mounts first.
+fn volumes(pod: &PodSpec, container: &Container) -> Result<Vec<VolumeSpec>> {
+    let mut names: Vec<String> = Vec::new();
     for (i, volume) in pod.volumes.iter().flatten().enumerate() {
         if names.contains(&volume.name) {
-            continue; // a claim template of the same name replaces the pod volume
+            continue;
         }
         let directory_like = volume.empty_dir.is_some()
             || volume.persistent_volume_claim.is_some()

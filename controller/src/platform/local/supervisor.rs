@@ -143,7 +143,13 @@ impl Workload {
         self.status.clone()
     }
 
-    /// Stops the workload (SIGTERM, SIGKILL after the grace period) and waits until it is gone.
+    /// Starts stopping the workload (SIGTERM, SIGKILL after the grace period) without waiting;
+    /// the status turns [`WorkloadPhase::Stopped`] when it is gone.
+    pub fn begin_stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Stops the workload and waits until it is gone.
     pub async fn stop(mut self) {
         self.stop.cancel();
         if let Err(error) = (&mut self.task).await {
