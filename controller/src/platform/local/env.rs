@@ -12,7 +12,8 @@ use super::spec::{LaunchSpec, expand};
 /// environment stays out of it.
 const INHERITED: [&str; 7] = ["PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 /// `PATH` inside a gvisor sandbox.
-pub(crate) const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const SANDBOX_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The final environment and argv of a workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +49,10 @@ pub fn resolve(
         .iter()
         .map(|a| expand(a, |n| known.get(n).cloned()))
         .collect();
-    Resolved { env: dedup(env), argv }
+    Resolved {
+        env: dedup(env),
+        argv,
+    }
 }
 
 /// The host variables a process-runtime workload inherits.
@@ -62,7 +66,10 @@ pub fn inherited_host_env() -> Vec<(String, String)> {
 fn rouse_vars(ports: &PortMap, volumes: &[(String, String)]) -> Vec<(String, String)> {
     let mut vars = vec![("PORT".to_owned(), ports.default_port.to_string())];
     for (container_port, host_port) in &ports.mapped {
-        vars.push((format!("ROUSE_PORT_{container_port}"), host_port.to_string()));
+        vars.push((
+            format!("ROUSE_PORT_{container_port}"),
+            host_port.to_string(),
+        ));
     }
     for (name, path) in volumes {
         vars.push((format!("ROUSE_VOLUME_{}", env_suffix(name)), path.clone()));
@@ -80,6 +87,11 @@ fn dedup(env: Vec<(String, String)>) -> Vec<(String, String)> {
     let mut seen = std::collections::HashSet::new();
     env.iter()
         .filter(|(n, _)| seen.insert(n.clone()))
-        .map(|(n, _)| (n.clone(), last.get(n.as_str()).copied().unwrap_or_default().to_owned()))
+        .map(|(n, _)| {
+            (
+                n.clone(),
+                last.get(n.as_str()).copied().unwrap_or_default().to_owned(),
+            )
+        })
         .collect()
 }

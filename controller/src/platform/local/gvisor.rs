@@ -74,7 +74,9 @@ impl Runsc {
         for volume in &spec.volumes {
             let dir = layout.volume_dir(key, &volume.name);
             ensure_dir(&dir)?;
-            let Some(target) = &volume.mount_path else { continue };
+            let Some(target) = &volume.mount_path else {
+                continue;
+            };
             let mode = if volume.read_only { "ro" } else { "rw" };
             mounts.push(json!({"destination": target, "type": "bind",
                                "source": dir, "options": ["bind", mode]}));
@@ -91,7 +93,14 @@ impl Runsc {
             .or_else(|| visible.first().map(|(_, target)| target.clone()))
             .unwrap_or_else(|| "/".to_owned());
         let root = spec.rootfs.clone().unwrap_or_else(|| PathBuf::from("/"));
-        let config = bundle_config(&resolved.argv, &resolved.env, &cwd, &root, &key.name, mounts);
+        let config = bundle_config(
+            &resolved.argv,
+            &resolved.env,
+            &cwd,
+            &root,
+            &key.name,
+            mounts,
+        );
         let path = bundle.join("config.json");
         let text = serde_json::to_vec_pretty(&config).map_err(Error::Bundle)?;
         std::fs::write(&path, text).map_err(|e| Error::data_dir(&path, e))?;
@@ -154,7 +163,9 @@ impl Runsc {
     /// Removes every container under the runsc root (left by a previous run of the
     /// controller); returns how many there were.
     pub async fn delete_all(&self) -> usize {
-        let Some(out) = self.call(&["list", "--quiet"]).await else { return 0 };
+        let Some(out) = self.call(&["list", "--quiet"]).await else {
+            return 0;
+        };
         let ids: Vec<String> = String::from_utf8_lossy(&out)
             .lines()
             .map(str::trim)
@@ -178,7 +189,10 @@ impl Runsc {
     /// Runs one runsc management command with a deadline; its stdout on success.
     async fn call(&self, args: &[&str]) -> Option<Vec<u8>> {
         let mut command = Command::new(&self.program);
-        command.args(self.global_args()).args(args).kill_on_drop(true);
+        command
+            .args(self.global_args())
+            .args(args)
+            .kill_on_drop(true);
         match tokio::time::timeout(RUNSC_CALL, command.output()).await {
             Ok(Ok(out)) if out.status.success() => Some(out.stdout),
             Ok(Ok(out)) => {

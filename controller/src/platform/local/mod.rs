@@ -23,3 +23,6 @@ pub use ports::PortMap;
 pub use probe::{ProbeAction, Readiness};
 pub use spec::{LaunchSpec, PortSpec, RestartPolicy, RuntimeKind, VolumeSpec, expand};
 pub use supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
+
+#[cfg(test)]
+mod tests;

@@ -13,7 +13,9 @@ use super::layout::ensure_parent;
 
 /// Records a running workload's process group.
 pub fn write(path: &Path, pgid: u32) {
-    let Some(start) = start_time(pgid) else { return };
+    let Some(start) = start_time(pgid) else {
+        return;
+    };
     let written = ensure_parent(path)
         .map_err(|e| std::io::Error::other(e.to_string()))
         .and_then(|()| std::fs::write(path, format!("{pgid} {start}\n")));
@@ -31,12 +33,19 @@ pub fn remove(path: &Path) {
 /// and removes the files; returns how many groups were killed.
 pub fn kill_leftovers(dir: &Path) -> usize {
     let mut killed = 0;
-    let Ok(namespaces) = std::fs::read_dir(dir) else { return 0 };
+    let Ok(namespaces) = std::fs::read_dir(dir) else {
+        return 0;
+    };
     for namespace in namespaces.flatten() {
-        let Ok(files) = std::fs::read_dir(namespace.path()) else { continue };
+        let Ok(files) = std::fs::read_dir(namespace.path()) else {
+            continue;
+        };
         for file in files.flatten() {
             let path = file.path();
-            if let Some(pgid) = std::fs::read_to_string(&path).ok().and_then(|s| live_group(&s)) {
+            if let Some(pgid) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| live_group(&s))
+            {
                 tracing::info!(workload.pgid = pgid, path = %path.display(), "killing a workload left by a previous run");
                 signal_group(pgid, Signal::SIGKILL);
                 killed += 1;

@@ -19,7 +19,7 @@ use super::pidfile;
 use super::spec::{LaunchSpec, PortSpec};
 use super::supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
 use crate::platform::{Platform, PlatformError, Result};
-use crate::sandbox::{self, Action, ObservedService, ObservedVolume, Observed};
+use crate::sandbox::{self, Action, Observed, ObservedService, ObservedVolume};
 
 /// How many change notifications may wait for the driver; past that they are dropped and
 /// counted, and the driver's periodic resync catches up.
@@ -99,7 +99,10 @@ impl LocalPlatform {
         ensure_dir(layout.data())?;
         let killed = pidfile::kill_leftovers(&layout.pid_dir());
         if killed > 0 {
-            tracing::warn!(workloads = killed, "killed workloads left by a previous run");
+            tracing::warn!(
+                workloads = killed,
+                "killed workloads left by a previous run"
+            );
         }
         let (changes_tx, changes_rx) = mpsc::channel(CHANGES_CAPACITY);
         Ok(Self {
@@ -137,13 +140,22 @@ impl LocalPlatform {
     pub fn keys(&self) -> Vec<ObjectKey> {
         let state = lock(&self.inner.state);
         let mut keys: Vec<ObjectKey> = state.workloads.keys().cloned().collect();
-        keys.extend(state.services.keys().filter(|k| !state.workloads.contains_key(*k)).cloned());
+        keys.extend(
+            state
+                .services
+                .keys()
+                .filter(|k| !state.workloads.contains_key(*k))
+                .cloned(),
+        );
         keys
     }
 
     /// The state of a sandbox's workload, if it has one.
     pub fn workload_status(&self, key: &ObjectKey) -> Option<WorkloadStatus> {
-        lock(&self.inner.state).workloads.get(key).map(|e| e.workload.status())
+        lock(&self.inner.state)
+            .workloads
+            .get(key)
+            .map(|e| e.workload.status())
     }
 
     /// Forgets a deleted sandbox: stops its workload, drops its Service record and deletes its
@@ -160,7 +172,11 @@ impl LocalPlatform {
         }
         let layout = &self.inner.layout;
         for dir in [
-            layout.data().join("volumes").join(&key.namespace).join(&key.name),
+            layout
+                .data()
+                .join("volumes")
+                .join(&key.namespace)
+                .join(&key.name),
             layout.scratch_dir(key),
             layout.bundle_dir(key),
         ] {
@@ -205,7 +221,7 @@ impl LocalPlatform {
         let workloads = state
             .workloads
             .get(&key)
-            .map(|entry| observed_workload(entry))
+            .map(observed_workload)
             .into_iter()
             .collect();
         let service = state.services.get(&key).map(|name| ObservedService {
@@ -249,8 +265,14 @@ impl LocalPlatform {
                 message: format!("workload {} exists", entry.name),
             });
         }
-        let workload = Workload::start(&self.inner.layout, runsc.as_ref(), key.clone(), launch, self.notifier())
-            .map_err(|e| platform_error(what(), e))?;
+        let workload = Workload::start(
+            &self.inner.layout,
+            runsc.as_ref(),
+            key.clone(),
+            launch,
+            self.notifier(),
+        )
+        .map_err(|e| platform_error(what(), e))?;
         tracing::info!(sandbox.key = %key, "workload created");
         state.workloads.insert(
             key,
@@ -289,7 +311,8 @@ impl Platform for LocalPlatform {
         match action {
             Action::EnsureVolume(volume) => {
                 let dir = self.inner.layout.volume_dir(&key, &volume.volume_name);
-                ensure_dir(&dir).map_err(|e| platform_error(format!("ensure volume {}", volume.claim_name), e))
+                ensure_dir(&dir)
+                    .map_err(|e| platform_error(format!("ensure volume {}", volume.claim_name), e))
             }
             Action::CreateWorkload(spec) => self.create_workload(sandbox, spec),
             Action::DeleteWorkload { .. } => {
@@ -301,7 +324,9 @@ impl Platform for LocalPlatform {
                 message: "local workloads are never adoptable".to_owned(),
             }),
             Action::EnsureService(service) => {
-                lock(&self.inner.state).services.insert(key, service.name.clone());
+                lock(&self.inner.state)
+                    .services
+                    .insert(key, service.name.clone());
                 Ok(())
             }
             Action::DeleteService { .. } => {
@@ -328,7 +353,11 @@ fn observed_workload(entry: &Entry) -> sandbox::Workload {
         ownership: sandbox::Ownership::Owned,
         phase,
         ready: status.ready && running && !entry.stopping,
-        ips: if running { vec![LOOPBACK.to_owned()] } else { Vec::new() },
+        ips: if running {
+            vec![LOOPBACK.to_owned()]
+        } else {
+            Vec::new()
+        },
         node_name: Some(NODE_NAME.to_owned()),
         ports: status
             .ports
@@ -375,5 +404,7 @@ fn platform_error(what: String, error: Error) -> PlatformError {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves plain data that is still consistent per field.
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -125,7 +125,9 @@ impl Readiness {
             match &self.action {
                 ProbeAction::Connect => TcpStream::connect(ports.addr(None)).await.is_ok(),
                 ProbeAction::Tcp { container_port } => {
-                    TcpStream::connect(ports.addr(*container_port)).await.is_ok()
+                    TcpStream::connect(ports.addr(*container_port))
+                        .await
+                        .is_ok()
                 }
                 ProbeAction::Http {
                     container_port,

@@ -7,8 +7,8 @@ use rouse_shared::store::ObjectKey;
 
 use super::env::{inherited_host_env, resolve};
 use super::error::Result;
-use super::layout::{Layout, ensure_dir};
 use super::launch::Launch;
+use super::layout::{Layout, ensure_dir};
 use super::ports::PortMap;
 use super::spec::LaunchSpec;
 

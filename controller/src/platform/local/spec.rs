@@ -272,7 +272,11 @@ fn volumes(pod: &PodSpec, container: &Container) -> Result<Vec<VolumeSpec>> {
 
 fn readiness(probe: &Probe, ports: &[PortSpec]) -> Result<Readiness> {
     let action = if let Some(http) = &probe.http_get {
-        if let Some(scheme) = http.scheme.as_deref().filter(|s| !s.eq_ignore_ascii_case("HTTP")) {
+        if let Some(scheme) = http
+            .scheme
+            .as_deref()
+            .filter(|s| !s.eq_ignore_ascii_case("HTTP"))
+        {
             return Err(Error::Unsupported(format!(
                 "readinessProbe.httpGet.scheme {scheme:?}: only HTTP is supported in standalone mode"
             )));

@@ -21,8 +21,8 @@ use super::launch::{Launch, describe, log_line, signal_group, terminate_group};
 use super::layout::{Layout, ensure_dir};
 use super::pidfile;
 use super::ports::PortMap;
-use super::spec::{LaunchSpec, RuntimeKind};
 use super::process;
+use super::spec::{LaunchSpec, RuntimeKind};
 
 /// The first restart delay.
 const BACKOFF_START: Duration = Duration::from_millis(250);
@@ -97,7 +97,10 @@ impl Workload {
         }
         let ports = PortMap::allocate(&spec.ports)?;
         let (runner, launch) = match spec.runtime {
-            RuntimeKind::Process => (Runner::Process, process::prepare(layout, &key, &spec, &ports)?),
+            RuntimeKind::Process => (
+                Runner::Process,
+                process::prepare(layout, &key, &spec, &ports)?,
+            ),
             RuntimeKind::Gvisor => {
                 let runsc = match runsc {
                     Some(runsc) => runsc.clone(),
@@ -116,7 +119,8 @@ impl Workload {
             message: None,
         });
         let stop = CancellationToken::new();
-        let span = tracing::info_span!("workload", sandbox.key = %key, runtime = spec.runtime.as_str());
+        let span =
+            tracing::info_span!("workload", sandbox.key = %key, runtime = spec.runtime.as_str());
         let supervisor = Supervisor {
             log: layout.log_file(&key),
             pid_file: layout.pid_file(&key),
@@ -200,7 +204,11 @@ impl Supervisor {
                 .increment(1);
             if !self.spec.restart_policy.restarts(succeeded) {
                 tracing::info!(workload.exit = %message, "workload finished");
-                let phase = if succeeded { WorkloadPhase::Succeeded } else { WorkloadPhase::Failed };
+                let phase = if succeeded {
+                    WorkloadPhase::Succeeded
+                } else {
+                    WorkloadPhase::Failed
+                };
                 self.publish(|s| {
                     s.phase = phase;
                     s.message = Some(message);
@@ -245,14 +253,20 @@ impl Supervisor {
                 let message = format!("starting {}: {error}", self.launch.program.display());
                 log_line(&self.log, &message);
                 tracing::warn!(%error, "workload could not start");
-                return RunEnd::Exited { succeeded: false, message };
+                return RunEnd::Exited {
+                    succeeded: false,
+                    message,
+                };
             }
         };
         let pgid = child.id();
         if let Some(pgid) = pgid {
             pidfile::write(&self.pid_file, pgid);
         }
-        log_line(&self.log, &format!("started pid {}", pgid.unwrap_or_default()));
+        log_line(
+            &self.log,
+            &format!("started pid {}", pgid.unwrap_or_default()),
+        );
         tracing::info!(workload.pgid = pgid, "workload started");
         self.publish(|s| {
             s.phase = WorkloadPhase::Running;
