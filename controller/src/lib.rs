@@ -1,5 +1,5 @@
-//! The Rouse control plane: reconcilers for the sandbox kinds and the `Platform` port with its
-//! Kubernetes implementation.
+//! The Rouse control plane: reconcilers for the sandbox kinds, the `Platform` port with its
+//! Kubernetes and local implementations, and the embedded store.
 //!
 //! The reconcilers are a functional core ([`sandbox::plan`]) wrapped by one generic driver
 //! ([`sandbox::reconcile_sandbox`]) that both modes call: the kube-runtime controller in
@@ -7,3 +7,4 @@
 
 pub mod platform;
 pub mod sandbox;
+pub mod store;
