@@ -7,4 +7,5 @@
 
 pub mod platform;
 pub mod sandbox;
+pub mod standalone;
 pub mod store;

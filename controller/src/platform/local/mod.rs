@@ -18,6 +18,7 @@ mod supervisor;
 pub use error::{Error, Result};
 pub use gvisor::{INSTALL_HINT, Runsc};
 pub use layout::{Layout, env_suffix};
+pub use pidfile::write as write_pid_file;
 pub use platform::{CHANGES_CAPACITY, LOOPBACK, LocalConfig, LocalPlatform, NODE_NAME};
 pub use ports::PortMap;
 pub use probe::{ProbeAction, Readiness};

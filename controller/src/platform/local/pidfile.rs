@@ -11,7 +11,7 @@ use nix::sys::signal::Signal;
 use super::launch::signal_group;
 use super::layout::ensure_parent;
 
-/// Records a running workload's process group.
+/// Records a running workload's process group (its leader's pid).
 pub fn write(path: &Path, pgid: u32) {
     let Some(start) = start_time(pgid) else {
         return;

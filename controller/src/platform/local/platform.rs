@@ -287,7 +287,9 @@ impl LocalPlatform {
         Ok(())
     }
 
-    fn delete_workload(&self, key: &ObjectKey) {
+    /// Starts stopping a sandbox's workload, if it runs; the driver uses this for a sandbox
+    /// being deleted.
+    pub fn stop_workload(&self, key: &ObjectKey) {
         let mut state = lock(&self.inner.state);
         if let Some(entry) = state.workloads.get_mut(key)
             && !entry.stopping
@@ -316,7 +318,7 @@ impl Platform for LocalPlatform {
             }
             Action::CreateWorkload(spec) => self.create_workload(sandbox, spec),
             Action::DeleteWorkload { .. } => {
-                self.delete_workload(&key);
+                self.stop_workload(&key);
                 Ok(())
             }
             Action::AdoptWorkload { name } => Err(PlatformError::Unsupported {
