@@ -376,3 +376,43 @@ async fn a_new_platform_kills_process_groups_left_by_a_crash() {
     assert_eq!(status.signal(), Some(9), "the leftover group was killed");
     assert!(!layout.pid_file(&key("lost")).exists());
 }
+
+#[tokio::test]
+async fn gvisor_sandbox_runs_suspends_and_resumes_with_its_volume() {
+    let env = Env::new();
+    let layout = crate::platform::local::Layout::new(env.data());
+    if let Err(error) = crate::platform::local::Runsc::locate(Path::new("runsc"), &layout) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the gvisor tests, but: {error}"
+        );
+        eprintln!("skipping the gvisor driver test: {error}");
+        return;
+    }
+    let driver = env.start();
+    let mut boxed = sandbox("gv", &format!("echo start >> /data/starts.txt; {SERVE}"));
+    boxed.spec.pod_template.spec.runtime_class_name = Some("gvisor".into());
+    let _: Sandbox = env.store.create(&boxed).await.expect("create");
+    let ready = env.wait("gv", "Ready=True under gvisor", is_ready).await;
+    assert_eq!(
+        get(endpoint_port(&ready), "/starts.txt").await.as_deref(),
+        Some("start")
+    );
+
+    env.set_mode("gv", OperatingMode::Suspended).await;
+    env.wait("gv", "Suspended=True", |s| {
+        condition(s, "Suspended").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    env.set_mode("gv", OperatingMode::Running).await;
+    let resumed = env.wait("gv", "Ready=True again", is_ready).await;
+    let body = get(endpoint_port(&resumed), "/starts.txt")
+        .await
+        .expect("served");
+    assert_eq!(
+        body.lines().count(),
+        2,
+        "the volume survived the suspend: {body}"
+    );
+    driver.stop().await;
+}

@@ -33,6 +33,7 @@ pub struct Launch {
 impl Launch {
     /// Starts the program in a new process group with stdout and stderr appended to `log`.
     pub fn spawn(&self, log: &Path) -> std::io::Result<Child> {
+        rotate_log(log);
         let out = open_log(log)?;
         let err = out.try_clone()?;
         let mut command = Command::new(&self.program);
@@ -47,6 +48,21 @@ impl Launch {
             // Its own group: a stop signals every process the workload started.
             .process_group(0);
         command.spawn()
+    }
+}
+
+/// A log file larger than this at a (re)start is moved to `<name>.log.1` (replacing an older
+/// one), so a sandbox's logs take at most about twice this much disk between restarts.
+pub const MAX_LOG_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Moves a log that outgrew [`MAX_LOG_BYTES`] aside; called before each start.
+pub(crate) fn rotate_log(log: &Path) {
+    if std::fs::metadata(log).is_ok_and(|m| m.len() > MAX_LOG_BYTES) {
+        let mut rotated = log.as_os_str().to_owned();
+        rotated.push(".1");
+        if let Err(error) = std::fs::rename(log, &rotated) {
+            tracing::warn!(path = %log.display(), %error, "rotating a workload log failed");
+        }
     }
 }
 
@@ -105,5 +121,28 @@ pub(crate) fn describe(status: &ExitStatus) -> String {
         (Some(code), _) => format!("exit code {code}"),
         (None, Some(signal)) => format!("killed by signal {signal}"),
         (None, None) => "unknown exit".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_LOG_BYTES, rotate_log};
+
+    #[test]
+    fn an_oversized_log_is_moved_aside_and_a_small_one_stays() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("box.log");
+        std::fs::write(&log, "small").expect("write");
+        rotate_log(&log);
+        assert!(log.exists());
+        // A sparse file: big by length, cheap on disk.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&log)
+            .expect("open");
+        file.set_len(MAX_LOG_BYTES + 1).expect("grow");
+        rotate_log(&log);
+        assert!(!log.exists());
+        assert!(dir.path().join("box.log.1").exists());
     }
 }

@@ -17,6 +17,7 @@ mod supervisor;
 
 pub use error::{Error, Result};
 pub use gvisor::{INSTALL_HINT, Runsc};
+pub use launch::MAX_LOG_BYTES;
 pub use layout::{Layout, env_suffix};
 pub use pidfile::write as write_pid_file;
 pub use platform::{CHANGES_CAPACITY, LOOPBACK, LocalConfig, LocalPlatform, NODE_NAME};

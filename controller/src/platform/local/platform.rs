@@ -256,15 +256,21 @@ impl LocalPlatform {
             super::RuntimeKind::Process => None,
         };
         let ports = launch.ports.clone();
-        let mut state = lock(&self.inner.state);
-        if let Some(entry) = state.workloads.get(&key)
-            && entry.workload.status().phase != WorkloadPhase::Stopped
-        {
+        let exists = |state: &State| {
+            state
+                .workloads
+                .get(&key)
+                .filter(|e| e.workload.status().phase != WorkloadPhase::Stopped)
+                .map(|e| e.name.clone())
+        };
+        if let Some(name) = exists(&lock(&self.inner.state)) {
             return Err(PlatformError::Conflict {
                 what: what(),
-                message: format!("workload {} exists", entry.name),
+                message: format!("workload {name} exists"),
             });
         }
+        // Started outside the lock (it touches the file system); the driver never reconciles
+        // one sandbox twice at a time, so nothing else creates this key meanwhile.
         let workload = Workload::start(
             &self.inner.layout,
             runsc.as_ref(),
@@ -273,6 +279,15 @@ impl LocalPlatform {
             self.notifier(),
         )
         .map_err(|e| platform_error(what(), e))?;
+        let mut state = lock(&self.inner.state);
+        if let Some(name) = exists(&state) {
+            drop(state);
+            workload.begin_stop();
+            return Err(PlatformError::Conflict {
+                what: what(),
+                message: format!("workload {name} was created concurrently"),
+            });
+        }
         tracing::info!(sandbox.key = %key, "workload created");
         state.workloads.insert(
             key,
