@@ -6,4 +6,5 @@
 //! Kubernetes mode and the store-watch driver in standalone mode.
 
 pub mod platform;
+pub mod run;
 pub mod sandbox;
