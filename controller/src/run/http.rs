@@ -70,9 +70,24 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
     }
 }
 
+/// Installs the process-wide Prometheus recorder, with histogram buckets for reconcile
+/// latency (1 ms to 10 s); call once, from the binary.
+pub fn install_metrics() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildError> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(&[
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ])?
+        .install_recorder()
+}
+
 async fn render_metrics(State(state): State<AppState>) -> (StatusCode, String) {
     match &state.metrics {
-        Some(handle) => (StatusCode::OK, handle.render()),
+        Some(handle) => {
+            // Upkeep drains histogram buffers; doing it per scrape bounds them by the scrape
+            // interval.
+            handle.run_upkeep();
+            (StatusCode::OK, handle.render())
+        }
         None => (
             StatusCode::NOT_FOUND,
             "metrics are not enabled\n".to_owned(),

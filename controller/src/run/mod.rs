@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 pub use context::{Context, error_policy, reconcile};
-pub use http::{Probes, serve_probes};
+pub use http::{Probes, install_metrics, serve_probes};
 pub use lease::{LeaderElector, LeaseConfig, LeaseError};
 
 use crate::platform::kube::{KubeCache, KubePlatform};
