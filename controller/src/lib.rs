@@ -6,6 +6,7 @@
 //! Kubernetes mode and the store-watch driver in standalone mode.
 
 pub mod platform;
+pub mod run;
 pub mod sandbox;
 pub mod standalone;
 pub mod store;

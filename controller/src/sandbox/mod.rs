@@ -18,4 +18,6 @@ pub use workload::{pod_name, volume_specs, workload_spec};
 #[cfg(test)]
 pub(crate) mod fixtures;
 #[cfg(test)]
+mod reconcile_tests;
+#[cfg(test)]
 mod tests;
