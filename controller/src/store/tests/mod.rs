@@ -2,6 +2,7 @@
 
 mod crud;
 mod delete;
+mod durability;
 mod watch;
 
 use std::path::PathBuf;
