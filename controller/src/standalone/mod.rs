@@ -281,16 +281,15 @@ async fn reconcile_one<S: Store<Sandbox>>(
     key: &ObjectKey,
 ) -> Outcome {
     let started = std::time::Instant::now();
-    let outcome = match store.get(key).await {
+    let (outcome, result) = match store.get(key).await {
         Err(error) if error.is_not_found() => {
             platform.remove(key).await;
-            Outcome::Gone
+            (Outcome::Gone, "ok")
         }
         Err(error) => {
             tracing::warn!(%error, "reading the sandbox failed");
-            Outcome::Failed {
-                retry: error.is_retryable(),
-            }
+            let retry = error.is_retryable();
+            (Outcome::Failed { retry }, "get")
         }
         Ok(sandbox) => {
             if sandbox.meta().deletion_timestamp.is_some() {
@@ -299,25 +298,20 @@ async fn reconcile_one<S: Store<Sandbox>>(
                 platform.stop_workload(key);
             }
             match reconcile_sandbox(store, platform, &sandbox, Timestamp::now()).await {
-                Ok(outcome) if outcome.deleted => Outcome::Done(None),
-                Ok(outcome) => Outcome::Done(outcome.requeue_after),
+                Ok(outcome) if outcome.deleted => (Outcome::Done(None), "ok"),
+                Ok(outcome) => (Outcome::Done(outcome.requeue_after), "ok"),
                 Err(error) => {
                     tracing::warn!(%error, "reconcile failed");
-                    Outcome::Failed {
-                        retry: retryable(&error),
-                    }
+                    let retry = retryable(&error);
+                    (Outcome::Failed { retry }, error.metric_label())
                 }
             }
         }
     };
-    let result = match &outcome {
-        Outcome::Done(_) | Outcome::Gone => "ok",
-        Outcome::Failed { .. } => "error",
-    };
-    metrics::counter!("rouse_controller_reconciles_total", "kind" => "sandbox", "result" => result)
-        .increment(1);
-    metrics::histogram!("rouse_controller_reconcile_duration_seconds", "kind" => "sandbox")
+    // The same series as the Kubernetes mode's reconciler.
+    metrics::histogram!("rouse_controller_reconcile_duration_seconds")
         .record(started.elapsed().as_secs_f64());
+    metrics::counter!("rouse_controller_reconciles_total", "result" => result).increment(1);
     outcome
 }
 
