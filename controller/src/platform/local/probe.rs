@@ -1,9 +1,9 @@
 //! Readiness: the pod's `readinessProbe` (httpGet or tcpSocket) against the workload's
 //! loopback ports, or a TCP connect to `PORT` when there is none.
 //!
-//! Until the first success after a start, probes run on a fast schedule (25 ms doubling up to
-//! `periodSeconds`), like a startup probe, so a wake is not delayed by a whole period; after
-//! that every `periodSeconds`, with `successThreshold`/`failureThreshold` applied.
+//! Until the first success after a start, probes run on a fast schedule (10 ms doubling up to
+//! 100 ms), like a startup probe, so a wake is not delayed by a whole period; after that every
+//! `periodSeconds`, with `successThreshold`/`failureThreshold` applied.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -15,7 +15,9 @@ use tokio::net::TcpStream;
 use super::ports::PortMap;
 
 /// The first delay of the fast schedule before the first success.
-const FAST_START: Duration = Duration::from_millis(25);
+const FAST_START: Duration = Duration::from_millis(10);
+/// The longest delay of the fast schedule: a slow starter costs at most ten connects a second.
+const FAST_MAX: Duration = Duration::from_millis(100);
 /// The most bytes read looking for an HTTP status line.
 const MAX_STATUS_LINE: usize = 1024;
 
@@ -96,7 +98,8 @@ impl Readiness {
         let mut ready = false;
         let mut successes = 0u32;
         let mut failures = 0u32;
-        let mut delay = FAST_START.min(self.period);
+        let fast_max = FAST_MAX.min(self.period);
+        let mut delay = FAST_START.min(fast_max);
         loop {
             if self.check(ports).await {
                 failures = 0;
@@ -114,7 +117,7 @@ impl Readiness {
                 }
             }
             let wait = if ready { self.period } else { delay };
-            delay = (delay * 2).min(self.period);
+            delay = (delay * 2).min(fast_max);
             tokio::time::sleep(wait).await;
         }
     }
@@ -188,7 +191,42 @@ fn parse_status(buf: &[u8]) -> Option<u16> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_status;
+    use std::time::Duration;
+
+    use super::{ProbeAction, Readiness, parse_status};
+    use crate::platform::local::PortMap;
+
+    #[tokio::test]
+    async fn ready_on_first_success_and_unready_after_the_failure_threshold() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let ports = PortMap {
+            default_port: port,
+            mapped: vec![(8080, port)],
+        };
+        let readiness = Readiness {
+            action: ProbeAction::Tcp {
+                container_port: Some(8080),
+            },
+            period: Duration::from_secs(1),
+            failure_threshold: 2,
+            ..Readiness::default()
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let probing = tokio::spawn(async move {
+            let never = readiness.run(&ports, |ready| {
+                let _ = tx.send(ready);
+            });
+            match never.await {}
+        });
+        let deadline = Duration::from_secs(30);
+        let first = tokio::time::timeout(deadline, rx.recv()).await;
+        assert_eq!(first.expect("ready in time"), Some(true));
+        drop(listener);
+        let second = tokio::time::timeout(deadline, rx.recv()).await;
+        assert_eq!(second.expect("unready in time"), Some(false));
+        probing.abort();
+    }
 
     #[test]
     fn status_lines() {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use rouse_shared::api::Sandbox;
+use rouse_shared::names::validate_dns1123_label;
 
 use crate::sandbox::workload_spec;
 
@@ -230,6 +231,14 @@ fn volumes(pod: &PodSpec, container: &Container) -> Result<Vec<VolumeSpec>> {
         let directory_like = volume.empty_dir.is_some()
             || volume.persistent_volume_claim.is_some()
             || volume.ephemeral.is_some();
+        // The name becomes a directory name: Kubernetes' own rule keeps it a plain label.
+        if let Err(error) = validate_dns1123_label(&volume.name) {
+            return Err(Error::Unsupported(format!(
+                "volumes[{i}].name {:?}: {}",
+                volume.name,
+                error.message()
+            )));
+        }
         if !directory_like {
             return Err(Error::Unsupported(format!(
                 "volumes[{i}] ({}): standalone mode supports emptyDir, persistentVolumeClaim, \

@@ -69,6 +69,11 @@ fn unsupported_pods_fail_with_the_field_named() {
             want: "volumes[1] (cfg)",
         },
         Case {
+            name: "volume name that is not a label",
+            change: |p| p.volumes.get_or_insert_default()[0].name = "../escape".into(),
+            want: "volumes[0].name \"../escape\"",
+        },
+        Case {
             name: "mount of an undeclared volume",
             change: |p| p.volumes = None,
             want: "volume \"data\" is not declared",
