@@ -92,8 +92,9 @@ impl std::fmt::Debug for LocalPlatform {
 
 impl LocalPlatform {
     /// A platform over `config.data_dir`. Process groups a crashed previous run left behind
-    /// (recorded in pid files) are killed here; call [`LocalPlatform::recover`] too for
-    /// leftover gVisor containers.
+    /// (recorded in pid files) are killed here, so create it only once this process owns the
+    /// data directory (after opening the embedded store, whose file lock says so); the
+    /// driver calls [`LocalPlatform::recover`] for leftover gVisor containers.
     pub fn new(config: LocalConfig) -> Result<Self, Error> {
         let layout = Layout::new(&config.data_dir);
         ensure_dir(layout.data())?;
