@@ -2,6 +2,7 @@
 //! leader election.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use rouse_shared::api::keys::SANDBOX_NAME_HASH;
@@ -93,6 +94,29 @@ pub async fn create_ready(env: &Env) {
             .and_then(|s| s.get(SANDBOX_NAME_HASH).cloned()),
         Some(sandbox_name_hash("alice"))
     );
+    // The transition to Ready was published as an Event on the Sandbox.
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
+    wait_for(
+        env.timeout,
+        "a DependenciesReady event for alice",
+        || async {
+            let list = events
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let found = list.items.iter().any(|e| {
+                e.reason.as_deref() == Some("DependenciesReady")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("alice")
+                    && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Sandbox")
+            });
+            if found {
+                Ok(())
+            } else {
+                Err(format!("{} events", list.items.len()))
+            }
+        },
+    )
+    .await;
     controller.stop().await;
 }
 
