@@ -22,6 +22,8 @@ use crate::sandbox::{ReconcileError, Transition, reconcile_sandbox};
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
 /// The longest retry delay.
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Sandboxes whose consecutive failures are tracked at most.
+const MAX_TRACKED_FAILURES: usize = 10_000;
 
 /// What every reconcile shares.
 pub struct Context<S> {
@@ -121,6 +123,11 @@ pub fn error_policy<S>(obj: Arc<Sandbox>, error: &ReconcileError, ctx: Arc<Conte
     );
     let attempts = {
         let mut failures = ctx.failures();
+        // Entries of sandboxes deleted while failing are never removed by a success; cap the
+        // map so they cannot accumulate (losing counts only shortens some backoffs).
+        if failures.len() >= MAX_TRACKED_FAILURES && !failures.contains_key(&key) {
+            failures.clear();
+        }
         let n = failures.entry(key.clone()).or_insert(0);
         *n = n.saturating_add(1);
         *n

@@ -94,3 +94,42 @@ async fn render_metrics(State(state): State<AppState>) -> (StatusCode, String) {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        response
+    }
+
+    #[tokio::test]
+    async fn probes_follow_the_controller_state() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let probes = Probes::default();
+        let shutdown = CancellationToken::new();
+        let server = tokio::spawn(serve_probes(
+            listener,
+            probes.clone(),
+            None,
+            shutdown.clone(),
+        ));
+
+        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503"));
+        probes.set_ready(true);
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 200"));
+        assert!(get(addr, "/metrics").await.starts_with("HTTP/1.1 404"));
+
+        shutdown.cancel();
+        server.await.expect("join").expect("serve");
+    }
+}

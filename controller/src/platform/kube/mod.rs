@@ -217,3 +217,6 @@ fn classify(what: String, error: kube::Error) -> PlatformError {
         },
     }
 }
+
+#[cfg(test)]
+mod tests;
