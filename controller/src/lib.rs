@@ -1,6 +1,12 @@
 //! The Rouse control plane: reconcilers for the sandbox kinds, the `Platform` port with its
-//! Kubernetes and local implementations, the embedded store and the REST API.
+//! Kubernetes and local implementations, and the embedded store.
 //!
-//! Builds on the API types and the [`rouse_shared::store::Store`] port of `rouse-shared`.
+//! The reconcilers are a functional core ([`sandbox::plan`]) wrapped by one generic driver
+//! ([`sandbox::reconcile_sandbox`]) that both modes call: the kube-runtime controller in
+//! Kubernetes mode and the store-watch driver in standalone mode.
 
+pub mod platform;
+pub mod run;
+pub mod sandbox;
+pub mod standalone;
 pub mod store;

@@ -1,2 +1,4 @@
 //! Test-only support code for Rouse. Never a dependency of the shipped binary: only
 //! `[dev-dependencies]` name this crate.
+
+pub mod kube;

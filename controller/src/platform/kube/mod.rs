@@ -1,0 +1,222 @@
+//! The Kubernetes platform: a sandbox's workload is a Pod named after it, its volumes are PVCs
+//! `<template>-<sandbox>`, and its Service a headless Service named like it, all carrying a
+//! controller ownerReference to the Sandbox and the `sandbox-name-hash` label.
+//!
+//! Observation reads reflector caches fed by the controller's watches, never the API server,
+//! so a reconcile costs only its writes. A lagging cache is safe: every create uses the
+//! deterministic name and treats `AlreadyExists` as done, every delete treats `NotFound` as
+//! done, so a stale view can never make a second Pod.
+
+mod objects;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource, ResourceExt};
+use rouse_shared::api::Sandbox;
+use rouse_shared::api::keys::SANDBOX_NAME_HASH;
+use rouse_shared::names::sandbox_name_hash;
+use serde_json::json;
+
+use super::{Platform, PlatformError, Result};
+use crate::sandbox::{Action, Observed, ObservedService, ObservedVolume, pod_name, volume_specs};
+
+pub(crate) use objects::is_owned_by;
+
+/// Read-only caches of the objects a sandbox owns, kept by reflectors.
+#[derive(Clone)]
+pub struct KubeCache {
+    /// Pods labelled with `sandbox-name-hash`.
+    pub pods: Store<Pod>,
+    /// Services labelled with `sandbox-name-hash`.
+    pub services: Store<Service>,
+    /// PVCs labelled with `sandbox-name-hash`.
+    pub claims: Store<PersistentVolumeClaim>,
+}
+
+/// Pods, PVCs and headless Services through the Kubernetes API.
+#[derive(Clone)]
+pub struct KubePlatform {
+    client: Client,
+    cache: KubeCache,
+    cluster_domain: String,
+}
+
+impl KubePlatform {
+    /// A platform writing through `client` and observing `cache`; `cluster_domain` is the
+    /// DNS suffix of Services (`cluster.local` by default in most clusters).
+    pub fn new(client: Client, cache: KubeCache, cluster_domain: impl Into<String>) -> Self {
+        Self {
+            client,
+            cache,
+            cluster_domain: cluster_domain.into(),
+        }
+    }
+
+    fn api<K>(&self, sandbox: &Sandbox) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        let namespace = sandbox.namespace().unwrap_or_else(|| "default".to_owned());
+        Api::namespaced(self.client.clone(), &namespace)
+    }
+}
+
+impl Platform for KubePlatform {
+    async fn observe(&self, sandbox: &Sandbox) -> Result<Observed> {
+        let namespace = sandbox.namespace().unwrap_or_else(|| "default".to_owned());
+        let name = pod_name(sandbox);
+        let hash = sandbox_name_hash(&sandbox.name_any());
+        let mut workloads = Vec::new();
+        if let Some(pod) = self
+            .cache
+            .pods
+            .get(&ObjectRef::new(&name).within(&namespace))
+        {
+            workloads.push(objects::workload(&pod, sandbox));
+        }
+        // Other pods this sandbox owns, to refuse when there is more than one.
+        let others = self.cache.pods.state_filter(|p| {
+            p.namespace().as_deref() == Some(namespace.as_str())
+                && p.name_any() != name
+                && p.labels().get(SANDBOX_NAME_HASH) == Some(&hash)
+                && is_owned_by(p, sandbox)
+        });
+        workloads.extend(others.iter().map(|p| objects::workload(p, sandbox)));
+
+        let volumes = volume_specs(sandbox)
+            .into_iter()
+            .filter(|v| {
+                self.cache
+                    .claims
+                    .get(&ObjectRef::new(&v.claim_name).within(&namespace))
+                    .is_some()
+            })
+            .map(|v| ObservedVolume {
+                claim_name: v.claim_name,
+            })
+            .collect();
+        let service = self
+            .cache
+            .services
+            .get(&ObjectRef::new(&sandbox.name_any()).within(&namespace))
+            .map(|s| ObservedService {
+                name: s.name_any(),
+                owned: is_owned_by(s.as_ref(), sandbox),
+            });
+        Ok(Observed {
+            workloads,
+            volumes,
+            service,
+            cluster_domain: self.cluster_domain.clone(),
+        })
+    }
+
+    async fn apply(&self, sandbox: &Sandbox, action: &Action) -> Result<()> {
+        let what = || format!("{} for {}", action.metric_label(), sandbox.name_any());
+        let post = PostParams::default();
+        let result = match action {
+            Action::EnsureVolume(volume) => {
+                let claim = objects::claim(sandbox, volume);
+                created(
+                    self.api::<PersistentVolumeClaim>(sandbox)
+                        .create(&post, &claim)
+                        .await,
+                )
+            }
+            Action::CreateWorkload(spec) => {
+                let pod = objects::pod(sandbox, spec);
+                let api = self.api::<Pod>(sandbox);
+                match api.create(&post, &pod).await {
+                    Err(kube::Error::Api(status)) if status.is_already_exists() => {
+                        // Ours and the cache lags, or someone else's outside the cache
+                        // (no hash label): only the second is an error.
+                        match api.get_opt(&spec.name).await {
+                            Ok(Some(existing)) if !is_owned_by(&existing, sandbox) => {
+                                return Err(PlatformError::Conflict {
+                                    what: what(),
+                                    message: format!(
+                                        "pod {} exists and is not owned by the sandbox",
+                                        spec.name
+                                    ),
+                                });
+                            }
+                            Ok(_) => Ok(()),
+                            Err(e) => Err(e),
+                        }
+                    }
+                    other => other.map(|_| ()),
+                }
+            }
+            Action::AdoptWorkload { name } => {
+                let patch = json!({"metadata": {
+                    "ownerReferences": objects::owner_ref(sandbox).map(|r| vec![r]),
+                    "labels": {SANDBOX_NAME_HASH: sandbox_name_hash(&sandbox.name_any())},
+                }});
+                self.api::<Pod>(sandbox)
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+            }
+            Action::DeleteWorkload { name } => deleted(
+                self.api::<Pod>(sandbox)
+                    .delete(name, &DeleteParams::default())
+                    .await,
+            ),
+            Action::EnsureService(spec) => {
+                let service = objects::service(sandbox, spec);
+                created(self.api::<Service>(sandbox).create(&post, &service).await)
+            }
+            Action::DeleteService { name } => deleted(
+                self.api::<Service>(sandbox)
+                    .delete(name, &DeleteParams::default())
+                    .await,
+            ),
+        };
+        result.map_err(|e| classify(what(), e))
+    }
+}
+
+/// A create that found the object already there counts as done: names are deterministic.
+fn created<K>(result: kube::Result<K>) -> kube::Result<()> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A delete of an object that is already gone counts as done.
+fn deleted<K>(result: kube::Result<K>) -> kube::Result<()> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Classifies an API error by its status code.
+fn classify(what: String, error: kube::Error) -> PlatformError {
+    match &error {
+        kube::Error::Api(status) if status.is_conflict() || status.is_already_exists() => {
+            PlatformError::Conflict {
+                what,
+                message: status.message.clone(),
+            }
+        }
+        kube::Error::Api(status) if status.is_invalid() || status.code == 400 => {
+            PlatformError::Invalid {
+                what,
+                message: status.message.clone(),
+            }
+        }
+        _ => PlatformError::Unavailable {
+            what,
+            message: error.to_string(),
+            source: Some(Box::new(error)),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;

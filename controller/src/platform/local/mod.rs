@@ -1,0 +1,30 @@
+//! The local platform of standalone mode: sandboxes run as host processes (`process`
+//! runtime) or under gVisor's `runsc` (`gvisor` runtime), volumes are directories under the
+//! data directory, and each sandbox's output goes to a log file.
+
+mod env;
+mod error;
+mod gvisor;
+mod launch;
+mod layout;
+mod pidfile;
+mod platform;
+mod ports;
+mod probe;
+mod process;
+mod spec;
+mod supervisor;
+
+pub use error::{Error, Result};
+pub use gvisor::{INSTALL_HINT, Runsc};
+pub use launch::MAX_LOG_BYTES;
+pub use layout::{Layout, env_suffix};
+pub use pidfile::write as write_pid_file;
+pub use platform::{CHANGES_CAPACITY, LOOPBACK, LocalConfig, LocalPlatform, NODE_NAME};
+pub use ports::PortMap;
+pub use probe::{ProbeAction, Readiness};
+pub use spec::{LaunchSpec, PortSpec, RestartPolicy, RuntimeKind, VolumeSpec, expand};
+pub use supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,428 @@
+//! [`LocalPlatform`]: the controller's [`Platform`] port on one machine. Workloads are
+//! supervised processes (see [`super::Workload`]), volumes are directories, and a sandbox's
+//! headless Service is a record only (there is no cluster DNS; the proxy dials the endpoint).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use rouse_shared::api::{EndpointPort, Sandbox};
+use rouse_shared::store::ObjectKey;
+use tokio::sync::mpsc;
+
+use super::error::Error;
+use super::gvisor::Runsc;
+use super::layout::{Layout, ensure_dir};
+use super::pidfile;
+use super::spec::{LaunchSpec, PortSpec};
+use super::supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
+use crate::platform::{Platform, PlatformError, Result};
+use crate::sandbox::{self, Action, Observed, ObservedService, ObservedVolume};
+
+/// How many change notifications may wait for the driver; past that they are dropped and
+/// counted, and the driver's periodic resync catches up.
+pub const CHANGES_CAPACITY: usize = 1024;
+/// The address every local workload listens on.
+pub const LOOPBACK: &str = "127.0.0.1";
+/// The node name local workloads report.
+pub const NODE_NAME: &str = "localhost";
+
+/// Settings of the local platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalConfig {
+    /// The standalone data directory (volumes, logs, scratch and runtime state live under it).
+    pub data_dir: PathBuf,
+    /// The `runsc` binary: a path, or a name searched on `PATH`. Default `runsc`.
+    pub runsc: PathBuf,
+    /// The DNS suffix in `status.serviceFQDN`. Default `cluster.local` (nothing resolves it
+    /// in standalone mode).
+    pub cluster_domain: String,
+}
+
+impl LocalConfig {
+    /// Defaults for a data directory.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            runsc: PathBuf::from("runsc"),
+            cluster_domain: "cluster.local".to_owned(),
+        }
+    }
+}
+
+/// The local platform; cheap to clone (all clones share the same workloads).
+#[derive(Clone)]
+pub struct LocalPlatform {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: LocalConfig,
+    layout: Layout,
+    state: Mutex<State>,
+    changes_tx: mpsc::Sender<ObjectKey>,
+    changes_rx: Mutex<Option<mpsc::Receiver<ObjectKey>>>,
+}
+
+#[derive(Default)]
+struct State {
+    workloads: HashMap<ObjectKey, Entry>,
+    services: HashMap<ObjectKey, String>,
+}
+
+/// A workload and what the platform knows about it beyond its supervisor.
+struct Entry {
+    name: String,
+    workload: Workload,
+    started: Timestamp,
+    stopping: bool,
+    /// The declared ports, for their names.
+    ports: Vec<PortSpec>,
+}
+
+impl std::fmt::Debug for LocalPlatform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalPlatform")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalPlatform {
+    /// A platform over `config.data_dir`. Process groups a crashed previous run left behind
+    /// (recorded in pid files) are killed here, so create it only once this process owns the
+    /// data directory (after opening the embedded store, whose file lock says so); the
+    /// driver calls [`LocalPlatform::recover`] for leftover gVisor containers.
+    pub fn new(config: LocalConfig) -> Result<Self, Error> {
+        let layout = Layout::new(&config.data_dir);
+        ensure_dir(layout.data())?;
+        let killed = pidfile::kill_leftovers(&layout.pid_dir());
+        if killed > 0 {
+            tracing::warn!(
+                workloads = killed,
+                "killed workloads left by a previous run"
+            );
+        }
+        let (changes_tx, changes_rx) = mpsc::channel(CHANGES_CAPACITY);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                layout,
+                state: Mutex::new(State::default()),
+                changes_tx,
+                changes_rx: Mutex::new(Some(changes_rx)),
+            }),
+        })
+    }
+
+    /// Removes gVisor containers a previous run left under the runsc root (a no-op when runsc
+    /// is not installed); returns how many there were.
+    pub async fn recover(&self) -> usize {
+        match Runsc::locate(&self.inner.config.runsc, &self.inner.layout) {
+            Ok(runsc) if self.inner.layout.runsc_root().exists() => runsc.delete_all().await,
+            _ => 0,
+        }
+    }
+
+    /// The paths under the data directory.
+    pub fn layout(&self) -> &Layout {
+        &self.inner.layout
+    }
+
+    /// The keys of sandboxes whose workload changed (exited, became ready or unready,
+    /// stopped). There is one receiver; later calls return `None`.
+    pub fn take_changes(&self) -> Option<mpsc::Receiver<ObjectKey>> {
+        lock(&self.inner.changes_rx).take()
+    }
+
+    /// The sandboxes the platform holds a workload or Service record for.
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        let state = lock(&self.inner.state);
+        let mut keys: Vec<ObjectKey> = state.workloads.keys().cloned().collect();
+        keys.extend(
+            state
+                .services
+                .keys()
+                .filter(|k| !state.workloads.contains_key(*k))
+                .cloned(),
+        );
+        keys
+    }
+
+    /// The state of a sandbox's workload, if it has one.
+    pub fn workload_status(&self, key: &ObjectKey) -> Option<WorkloadStatus> {
+        lock(&self.inner.state)
+            .workloads
+            .get(key)
+            .map(|e| e.workload.status())
+    }
+
+    /// Forgets a deleted sandbox: stops its workload, drops its Service record and deletes its
+    /// volume and scratch directories (as Kubernetes' garbage collector deletes the owned
+    /// PVCs). The log file stays for `rouse logs`.
+    pub async fn remove(&self, key: &ObjectKey) {
+        let workload = {
+            let mut state = lock(&self.inner.state);
+            state.services.remove(key);
+            state.workloads.remove(key)
+        };
+        if let Some(entry) = workload {
+            entry.workload.stop().await;
+        }
+        let layout = &self.inner.layout;
+        for dir in [
+            layout
+                .data()
+                .join("volumes")
+                .join(&key.namespace)
+                .join(&key.name),
+            layout.scratch_dir(key),
+            layout.bundle_dir(key),
+        ] {
+            if let Err(error) = std::fs::remove_dir_all(&dir)
+                && error.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(sandbox.key = %key, path = %dir.display(), %error, "removing a deleted sandbox's directory failed");
+            }
+        }
+    }
+
+    /// Stops every workload (SIGTERM, the grace period, SIGKILL), all at once, and waits.
+    pub async fn shutdown(&self) {
+        let entries: Vec<Entry> = {
+            let mut state = lock(&self.inner.state);
+            state.workloads.drain().map(|(_, e)| e).collect()
+        };
+        tracing::info!(workloads = entries.len(), "stopping all workloads");
+        futures::future::join_all(entries.into_iter().map(|e| e.workload.stop())).await;
+    }
+
+    fn notifier(&self) -> Notify {
+        let tx = self.inner.changes_tx.clone();
+        Arc::new(move |key: &ObjectKey| {
+            if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(key.clone()) {
+                metrics::counter!("rouse_controller_local_changes_dropped_total").increment(1);
+            }
+        })
+    }
+
+    fn observe_sandbox(&self, sandbox: &Sandbox) -> Observed {
+        let key = ObjectKey::of(sandbox);
+        let mut state = lock(&self.inner.state);
+        // A supervisor that finished stopping is gone: drop its entry now.
+        if state
+            .workloads
+            .get(&key)
+            .is_some_and(|e| e.workload.status().phase == WorkloadPhase::Stopped)
+        {
+            state.workloads.remove(&key);
+        }
+        let workloads = state
+            .workloads
+            .get(&key)
+            .map(observed_workload)
+            .into_iter()
+            .collect();
+        let service = state.services.get(&key).map(|name| ObservedService {
+            name: name.clone(),
+            owned: true,
+        });
+        drop(state);
+        let volumes = sandbox::volume_specs(sandbox)
+            .into_iter()
+            .filter(|v| self.inner.layout.volume_dir(&key, &v.volume_name).is_dir())
+            .map(|v| ObservedVolume {
+                claim_name: v.claim_name,
+            })
+            .collect();
+        Observed {
+            workloads,
+            volumes,
+            service,
+            cluster_domain: self.inner.config.cluster_domain.clone(),
+        }
+    }
+
+    fn create_workload(&self, sandbox: &Sandbox, spec: &sandbox::WorkloadSpec) -> Result<()> {
+        let key = ObjectKey::of(sandbox);
+        let what = || format!("create workload {key}");
+        let launch = LaunchSpec::from_pod(&spec.spec).map_err(|e| platform_error(what(), e))?;
+        let runsc = match launch.runtime {
+            super::RuntimeKind::Gvisor => Some(
+                Runsc::locate(&self.inner.config.runsc, &self.inner.layout)
+                    .map_err(|e| platform_error(what(), e))?,
+            ),
+            super::RuntimeKind::Process => None,
+        };
+        let ports = launch.ports.clone();
+        let exists = |state: &State| {
+            state
+                .workloads
+                .get(&key)
+                .filter(|e| e.workload.status().phase != WorkloadPhase::Stopped)
+                .map(|e| e.name.clone())
+        };
+        if let Some(name) = exists(&lock(&self.inner.state)) {
+            return Err(PlatformError::Conflict {
+                what: what(),
+                message: format!("workload {name} exists"),
+            });
+        }
+        // Started outside the lock (it touches the file system); the driver never reconciles
+        // one sandbox twice at a time, so nothing else creates this key meanwhile.
+        let workload = Workload::start(
+            &self.inner.layout,
+            runsc.as_ref(),
+            key.clone(),
+            launch,
+            self.notifier(),
+        )
+        .map_err(|e| platform_error(what(), e))?;
+        let mut state = lock(&self.inner.state);
+        if let Some(name) = exists(&state) {
+            drop(state);
+            workload.begin_stop();
+            return Err(PlatformError::Conflict {
+                what: what(),
+                message: format!("workload {name} was created concurrently"),
+            });
+        }
+        tracing::info!(sandbox.key = %key, "workload created");
+        state.workloads.insert(
+            key,
+            Entry {
+                name: spec.name.clone(),
+                workload,
+                started: Timestamp::now(),
+                stopping: false,
+                ports,
+            },
+        );
+        Ok(())
+    }
+
+    /// Starts stopping a sandbox's workload, if it runs; the driver uses this for a sandbox
+    /// being deleted.
+    pub fn stop_workload(&self, key: &ObjectKey) {
+        let mut state = lock(&self.inner.state);
+        if let Some(entry) = state.workloads.get_mut(key)
+            && !entry.stopping
+        {
+            // The supervisor stops it in the background and notifies when it is gone, so a
+            // long grace period never holds a reconcile.
+            entry.stopping = true;
+            entry.workload.begin_stop();
+            tracing::info!(sandbox.key = %key, "workload stopping");
+        }
+    }
+}
+
+impl Platform for LocalPlatform {
+    async fn observe(&self, sandbox: &Sandbox) -> Result<Observed> {
+        Ok(self.observe_sandbox(sandbox))
+    }
+
+    async fn apply(&self, sandbox: &Sandbox, action: &Action) -> Result<()> {
+        let key = ObjectKey::of(sandbox);
+        match action {
+            Action::EnsureVolume(volume) => {
+                let dir = self.inner.layout.volume_dir(&key, &volume.volume_name);
+                ensure_dir(&dir)
+                    .map_err(|e| platform_error(format!("ensure volume {}", volume.claim_name), e))
+            }
+            Action::CreateWorkload(spec) => self.create_workload(sandbox, spec),
+            Action::DeleteWorkload { .. } => {
+                self.stop_workload(&key);
+                Ok(())
+            }
+            Action::AdoptWorkload { name } => Err(PlatformError::Unsupported {
+                what: format!("adopt workload {name} for {key}"),
+                message: "local workloads are never adoptable".to_owned(),
+            }),
+            Action::EnsureService(service) => {
+                lock(&self.inner.state)
+                    .services
+                    .insert(key, service.name.clone());
+                Ok(())
+            }
+            Action::DeleteService { .. } => {
+                lock(&self.inner.state).services.remove(&key);
+                Ok(())
+            }
+        }
+    }
+}
+
+fn observed_workload(entry: &Entry) -> sandbox::Workload {
+    let status = entry.workload.status();
+    let phase = match status.phase {
+        WorkloadPhase::Pending => sandbox::WorkloadPhase::Pending,
+        WorkloadPhase::Running => sandbox::WorkloadPhase::Running,
+        WorkloadPhase::Succeeded => sandbox::WorkloadPhase::Succeeded,
+        WorkloadPhase::Failed => sandbox::WorkloadPhase::Failed,
+        // Still listed while its entry lives; it is terminating.
+        WorkloadPhase::Stopped => sandbox::WorkloadPhase::Running,
+    };
+    let running = status.phase == WorkloadPhase::Running;
+    sandbox::Workload {
+        name: entry.name.clone(),
+        ownership: sandbox::Ownership::Owned,
+        phase,
+        ready: status.ready && running && !entry.stopping,
+        ips: if running {
+            vec![LOOPBACK.to_owned()]
+        } else {
+            Vec::new()
+        },
+        node_name: Some(NODE_NAME.to_owned()),
+        ports: status
+            .ports
+            .mapped
+            .iter()
+            .map(|(container_port, port)| EndpointPort {
+                name: entry
+                    .ports
+                    .iter()
+                    .find(|p| p.container_port == *container_port)
+                    .and_then(|p| p.name.clone()),
+                container_port: i32::from(*container_port),
+                port: i32::from(*port),
+            })
+            .collect(),
+        terminating: entry.stopping || status.phase == WorkloadPhase::Stopped,
+        scheduled: Some(Condition {
+            type_: "PodScheduled".to_owned(),
+            status: "True".to_owned(),
+            reason: "Scheduled".to_owned(),
+            message: format!("started on {NODE_NAME}"),
+            last_transition_time: Time(entry.started),
+            observed_generation: None,
+        }),
+    }
+}
+
+/// A local error as a platform error: a spec standalone cannot run is invalid, a missing
+/// runtime unsupported, the rest unavailable (a retry may succeed).
+fn platform_error(what: String, error: Error) -> PlatformError {
+    match error {
+        Error::Unsupported(message) => PlatformError::Invalid { what, message },
+        missing @ Error::RuntimeMissing { .. } => PlatformError::Unsupported {
+            what,
+            message: missing.to_string(),
+        },
+        other => PlatformError::Unavailable {
+            what,
+            message: other.to_string(),
+            source: Some(Box::new(other)),
+        },
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data that is still consistent per field.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,330 @@
+//! One task per workload: starts the run, probes readiness, restarts by the pod's
+//! `restartPolicy` with a bounded backoff, and stops it on request with SIGTERM and the
+//! grace period. Its state is published on a `watch` channel owned by that task alone, so
+//! nothing is locked across an await and sandboxes never wait on each other.
+
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rouse_shared::store::ObjectKey;
+use tokio::process::Child;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::error::Result;
+use super::gvisor::Runsc;
+use super::launch::{Launch, describe, log_line, signal_group, terminate_group};
+use super::layout::{Layout, ensure_dir};
+use super::pidfile;
+use super::ports::PortMap;
+use super::process;
+use super::spec::{LaunchSpec, RuntimeKind};
+
+/// The first restart delay.
+const BACKOFF_START: Duration = Duration::from_millis(250);
+/// The longest restart delay.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// A run that lasted this long resets the backoff.
+const BACKOFF_RESET: Duration = Duration::from_secs(10);
+
+/// Called with the sandbox's key whenever its workload's state changes.
+pub type Notify = Arc<dyn Fn(&ObjectKey) + Send + Sync>;
+
+/// Where a workload is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadPhase {
+    /// Started, not yet running (or waiting to be restarted after an exit).
+    Pending,
+    /// The process runs.
+    Running,
+    /// It exited successfully and its restart policy does not restart it.
+    Succeeded,
+    /// It exited with a failure (or could not start) and is not restarted.
+    Failed,
+    /// It was stopped on request.
+    Stopped,
+}
+
+/// The observable state of one workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadStatus {
+    /// The phase.
+    pub phase: WorkloadPhase,
+    /// Whether readiness passed (and the process still runs).
+    pub ready: bool,
+    /// Where it listens.
+    pub ports: PortMap,
+    /// How often it was restarted.
+    pub restarts: u32,
+    /// The process group id of the current run.
+    pub pgid: Option<u32>,
+    /// Why it is not running or ready, for conditions and logs.
+    pub message: Option<String>,
+}
+
+/// A running workload: its state and the handle that stops it.
+#[derive(Debug)]
+pub struct Workload {
+    status: watch::Receiver<WorkloadStatus>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// What runs a workload's launches.
+#[derive(Debug, Clone)]
+enum Runner {
+    Process,
+    Gvisor(Runsc),
+}
+
+impl Workload {
+    /// Prepares the volumes, ports and command line, then starts the supervisor task. Errors
+    /// are those of the preparation (a bad spec was rejected earlier by
+    /// [`LaunchSpec::from_sandbox`]); run failures show in the status instead.
+    pub fn start(
+        layout: &Layout,
+        runsc: Option<&Runsc>,
+        key: ObjectKey,
+        spec: LaunchSpec,
+        notify: Notify,
+    ) -> Result<Self> {
+        for volume in &spec.volumes {
+            ensure_dir(&layout.volume_dir(&key, &volume.name))?;
+        }
+        let ports = PortMap::allocate(&spec.ports)?;
+        let (runner, launch) = match spec.runtime {
+            RuntimeKind::Process => (
+                Runner::Process,
+                process::prepare(layout, &key, &spec, &ports)?,
+            ),
+            RuntimeKind::Gvisor => {
+                let runsc = match runsc {
+                    Some(runsc) => runsc.clone(),
+                    None => Runsc::locate(std::path::Path::new("runsc"), layout)?,
+                };
+                let launch = runsc.prepare(layout, &key, &spec, &ports)?;
+                (Runner::Gvisor(runsc), launch)
+            }
+        };
+        let (status_tx, status) = watch::channel(WorkloadStatus {
+            phase: WorkloadPhase::Pending,
+            ready: false,
+            ports: ports.clone(),
+            restarts: 0,
+            pgid: None,
+            message: None,
+        });
+        let stop = CancellationToken::new();
+        let span =
+            tracing::info_span!("workload", sandbox.key = %key, runtime = spec.runtime.as_str());
+        let supervisor = Supervisor {
+            log: layout.log_file(&key),
+            pid_file: layout.pid_file(&key),
+            key,
+            spec,
+            ports,
+            launch,
+            runner,
+            status: status_tx,
+            stop: stop.clone(),
+            notify,
+        };
+        let task = tokio::spawn(supervisor.run().instrument(span));
+        Ok(Self { status, stop, task })
+    }
+
+    /// The current state.
+    pub fn status(&self) -> WorkloadStatus {
+        self.status.borrow().clone()
+    }
+
+    /// A receiver of state changes.
+    pub fn subscribe(&self) -> watch::Receiver<WorkloadStatus> {
+        self.status.clone()
+    }
+
+    /// Starts stopping the workload (SIGTERM, SIGKILL after the grace period) without waiting;
+    /// the status turns [`WorkloadPhase::Stopped`] when it is gone.
+    pub fn begin_stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Stops the workload and waits until it is gone.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Err(error) = (&mut self.task).await {
+            tracing::error!(%error, "workload supervisor task failed");
+        }
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        // A workload dropped without `stop` is still stopped, in the background.
+        self.stop.cancel();
+    }
+}
+
+struct Supervisor {
+    key: ObjectKey,
+    spec: LaunchSpec,
+    ports: PortMap,
+    launch: Launch,
+    runner: Runner,
+    log: PathBuf,
+    pid_file: PathBuf,
+    status: watch::Sender<WorkloadStatus>,
+    stop: CancellationToken,
+    notify: Notify,
+}
+
+/// How one run ended.
+enum RunEnd {
+    Exited { succeeded: bool, message: String },
+    Stopped,
+}
+
+impl Supervisor {
+    async fn run(self) {
+        let runtime = self.spec.runtime.as_str();
+        metrics::gauge!("rouse_controller_workloads", "runtime" => runtime).increment(1.0);
+        let mut backoff = BACKOFF_START;
+        loop {
+            let started = Instant::now();
+            let (succeeded, message) = match self.run_once().await {
+                RunEnd::Stopped => break,
+                RunEnd::Exited { succeeded, message } => (succeeded, message),
+            };
+            let result = if succeeded { "succeeded" } else { "failed" };
+            metrics::counter!("rouse_controller_workload_exits_total", "runtime" => runtime, "result" => result)
+                .increment(1);
+            if !self.spec.restart_policy.restarts(succeeded) {
+                tracing::info!(workload.exit = %message, "workload finished");
+                let phase = if succeeded {
+                    WorkloadPhase::Succeeded
+                } else {
+                    WorkloadPhase::Failed
+                };
+                self.publish(|s| {
+                    s.phase = phase;
+                    s.message = Some(message);
+                });
+                self.stop.cancelled().await;
+                break;
+            }
+            if started.elapsed() >= BACKOFF_RESET {
+                backoff = BACKOFF_START;
+            }
+            tracing::info!(workload.exit = %message, workload.backoff_ms = backoff.as_millis() as u64, "workload exited; restarting");
+            self.publish(|s| {
+                s.phase = WorkloadPhase::Pending;
+                s.restarts = s.restarts.saturating_add(1);
+                s.message = Some(format!("restarting after {message}"));
+            });
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = self.stop.cancelled() => break,
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+        self.publish(|s| {
+            s.phase = WorkloadPhase::Stopped;
+            s.ready = false;
+            s.pgid = None;
+        });
+        metrics::gauge!("rouse_controller_workloads", "runtime" => runtime).decrement(1.0);
+    }
+
+    /// Starts the workload once and waits for its exit or a stop.
+    async fn run_once(&self) -> RunEnd {
+        if let Runner::Gvisor(runsc) = &self.runner {
+            // A container of the same id may be left from a crash or an earlier run.
+            runsc.delete(&self.key).await;
+        }
+        metrics::counter!("rouse_controller_workload_starts_total", "runtime" => self.spec.runtime.as_str())
+            .increment(1);
+        let mut child = match self.launch.spawn(&self.log) {
+            Ok(child) => child,
+            Err(error) => {
+                let message = format!("starting {}: {error}", self.launch.program.display());
+                log_line(&self.log, &message);
+                tracing::warn!(%error, "workload could not start");
+                return RunEnd::Exited {
+                    succeeded: false,
+                    message,
+                };
+            }
+        };
+        let pgid = child.id();
+        if let Some(pgid) = pgid {
+            pidfile::write(&self.pid_file, pgid);
+        }
+        log_line(
+            &self.log,
+            &format!("started pid {}", pgid.unwrap_or_default()),
+        );
+        tracing::info!(workload.pgid = pgid, "workload started");
+        self.publish(|s| {
+            s.phase = WorkloadPhase::Running;
+            s.ready = false;
+            s.pgid = pgid;
+            s.message = None;
+        });
+        let readiness = self.spec.readiness.run(&self.ports, |ready| {
+            tracing::debug!(workload.ready = ready, "readiness changed");
+            self.publish(|s| s.ready = ready);
+        });
+        let end = tokio::select! {
+            status = child.wait() => {
+                let status = status.ok();
+                self.after_exit(pgid).await;
+                let message = status.as_ref().map_or_else(|| "lost track of the process".to_owned(), describe);
+                RunEnd::Exited { succeeded: status.is_some_and(|s: ExitStatus| s.success()), message }
+            }
+            never = readiness => match never {},
+            () = self.stop.cancelled() => {
+                let status = self.terminate(&mut child).await;
+                let message = status.as_ref().map_or_else(|| "stop did not finish".to_owned(), describe);
+                log_line(&self.log, &format!("stopped ({message})"));
+                RunEnd::Stopped
+            }
+        };
+        pidfile::remove(&self.pid_file);
+        if let RunEnd::Exited { message, .. } = &end {
+            log_line(&self.log, &format!("exited with {message}"));
+        }
+        self.publish(|s| {
+            s.ready = false;
+            s.pgid = None;
+        });
+        end
+    }
+
+    /// After the leader exited: nothing of the run may outlive it.
+    async fn after_exit(&self, pgid: Option<u32>) {
+        match &self.runner {
+            Runner::Process => {
+                if let Some(pgid) = pgid {
+                    signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+                }
+            }
+            Runner::Gvisor(runsc) => runsc.delete(&self.key).await,
+        }
+    }
+
+    async fn terminate(&self, child: &mut Child) -> Option<ExitStatus> {
+        match &self.runner {
+            Runner::Process => terminate_group(child, self.spec.grace).await,
+            Runner::Gvisor(runsc) => runsc.terminate(&self.key, child, self.spec.grace).await,
+        }
+    }
+
+    fn publish(&self, change: impl FnOnce(&mut WorkloadStatus)) {
+        self.status.send_modify(change);
+        (self.notify)(&self.key);
+    }
+}

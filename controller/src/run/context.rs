@@ -1,0 +1,189 @@
+//! The kube-runtime reconciler of Sandboxes: `reconcile`, `error_policy` and their `Context`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Resource, ResourceExt};
+use metrics::{counter, histogram};
+use rouse_shared::api::Sandbox;
+use rouse_shared::api::keys::{condition, reason};
+use rouse_shared::store::{ObjectKey, Store};
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::platform::PlatformError;
+use crate::platform::kube::KubePlatform;
+use crate::sandbox::{ReconcileError, Transition, reconcile_sandbox};
+
+/// The first retry delay after a failed reconcile; doubled per consecutive failure.
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+/// The longest retry delay.
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Sandboxes whose consecutive failures are tracked at most.
+const MAX_TRACKED_FAILURES: usize = 10_000;
+
+/// What every reconcile shares.
+pub struct Context<S> {
+    /// The Sandbox store (status and spec writes).
+    pub store: S,
+    /// Pods, PVCs and Services.
+    pub platform: KubePlatform,
+    /// Publishes Events; `None` turns Events off.
+    pub recorder: Option<Recorder>,
+    /// Reconcile again after this long when nothing else asks for it (drift safety net).
+    pub resync: Duration,
+    /// Consecutive failures per sandbox, for the backoff; entries go on success, so it holds
+    /// at most one entry per failing sandbox.
+    failures: Mutex<HashMap<ObjectKey, u32>>,
+}
+
+impl<S> Context<S> {
+    /// A context; `recorder` is `None` to publish no Events.
+    pub fn new(
+        store: S,
+        platform: KubePlatform,
+        recorder: Option<Recorder>,
+        resync: Duration,
+    ) -> Self {
+        Self {
+            store,
+            platform,
+            recorder,
+            resync,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, u32>> {
+        // A poisoned map only holds retry counters; keep using it.
+        self.failures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Reconciles one Sandbox (kube-runtime entry point).
+pub async fn reconcile<S: Store<Sandbox>>(
+    obj: Arc<Sandbox>,
+    ctx: Arc<Context<S>>,
+) -> Result<Action, ReconcileError> {
+    let key = ObjectKey::of(obj.as_ref());
+    let span = info_span!("reconcile", sandbox.key = %key);
+    async move {
+        let started = Instant::now();
+        let result = reconcile_sandbox(&ctx.store, &ctx.platform, &obj, Timestamp::now()).await;
+        histogram!("rouse_controller_reconcile_duration_seconds")
+            .record(started.elapsed().as_secs_f64());
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                counter!("rouse_controller_reconciles_total", "result" => e.metric_label())
+                    .increment(1);
+                return Err(e);
+            }
+        };
+        counter!("rouse_controller_reconciles_total", "result" => "ok").increment(1);
+        ctx.failures().remove(&key);
+        if let Some(recorder) = &ctx.recorder {
+            for transition in &outcome.transitions {
+                publish(recorder, &obj, transition).await;
+            }
+        }
+        debug!(
+            actions = outcome.actions,
+            deleted = outcome.deleted,
+            "reconciled"
+        );
+        if outcome.deleted {
+            return Ok(Action::await_change());
+        }
+        let after = outcome
+            .requeue_after
+            .map_or(ctx.resync, |d| d.min(ctx.resync));
+        Ok(Action::requeue(after))
+    }
+    .instrument(span)
+    .await
+}
+
+/// Retries a failed reconcile with a per-sandbox exponential backoff.
+pub fn error_policy<S>(obj: Arc<Sandbox>, error: &ReconcileError, ctx: Arc<Context<S>>) -> Action {
+    let key = ObjectKey::of(obj.as_ref());
+    let conflict = matches!(
+        error,
+        ReconcileError::Apply {
+            source: PlatformError::Conflict { .. },
+            ..
+        }
+    ) || matches!(
+        error,
+        ReconcileError::Suspend { source, .. } | ReconcileError::PatchStatus { source, .. }
+            if matches!(source, rouse_shared::store::StoreError::Conflict { .. })
+    );
+    let attempts = {
+        let mut failures = ctx.failures();
+        // Entries of sandboxes deleted while failing are never removed by a success; cap the
+        // map so they cannot accumulate (losing counts only shortens some backoffs).
+        if failures.len() >= MAX_TRACKED_FAILURES && !failures.contains_key(&key) {
+            failures.clear();
+        }
+        let n = failures.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    };
+    let delay = if conflict && attempts <= 1 {
+        // A conflict means a newer version exists: retry at once with a fresh read.
+        Duration::from_millis(10)
+    } else {
+        BACKOFF_BASE
+            .saturating_mul(1u32 << attempts.min(16).saturating_sub(1))
+            .min(BACKOFF_MAX)
+    };
+    warn!(sandbox.key = %key, error = %error, retry.after_ms = delay.as_millis() as u64, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Publishes one condition transition as an Event; failures are logged, never fatal.
+async fn publish(recorder: &Recorder, sandbox: &Sandbox, transition: &Transition) {
+    // The first `Suspended=False/NotSuspended` of every new sandbox says nothing new.
+    if transition.type_ == condition::SUSPENDED && transition.reason == reason::NOT_SUSPENDED {
+        let was_suspended = sandbox
+            .status
+            .as_ref()
+            .and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == condition::SUSPENDED)
+            })
+            .is_some();
+        if !was_suspended {
+            return;
+        }
+    }
+    let warning = matches!(
+        transition.reason.as_str(),
+        reason::POD_FAILED
+            | reason::RECONCILER_ERROR
+            | reason::MULTIPLE_PODS
+            | reason::POD_NOT_OWNED
+    );
+    let event = Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: transition.reason.clone(),
+        note: Some(format!(
+            "{} is {}: {}",
+            transition.type_, transition.status, transition.message
+        )),
+        action: transition.type_.clone(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &sandbox.object_ref(&())).await {
+        counter!("rouse_controller_event_errors_total").increment(1);
+        debug!(sandbox.name = %sandbox.name_any(), error = %e, "could not publish an event");
+    }
+}

@@ -1,0 +1,299 @@
+//! The Sandbox controller on Kubernetes: kube-runtime's applier fed by watches of Sandboxes
+//! and of the Pods, Services and PVCs they own, behind leader election on a Lease, with
+//! Events, metrics and health probes.
+//!
+//! # Example
+//! ```no_run
+//! # async fn example(client: kube::Client, store: impl rouse_shared::store::Store<rouse_shared::api::Sandbox> + Clone + 'static) {
+//! use rouse_controller::run::{ControllerConfig, Probes, run};
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! run(client, store, ControllerConfig::default(), Probes::default(), shutdown).await.ok();
+//! # }
+//! ```
+
+mod context;
+mod http;
+mod lease;
+mod state;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt, stream};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::runtime::controller::{self, trigger_owners, trigger_self};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use rouse_shared::api::Sandbox;
+use rouse_shared::api::keys::SANDBOX_NAME_HASH;
+use rouse_shared::store::Store;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub use context::{Context, error_policy, reconcile};
+pub use http::{Probes, install_metrics, serve_probes};
+pub use lease::{LeaderElector, LeaseConfig, LeaseError};
+
+use crate::platform::kube::{KubeCache, KubePlatform};
+
+/// Settings of `rouse controller`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerConfig {
+    /// Watch one namespace, or all when `None`.
+    pub namespace: Option<String>,
+    /// Sandboxes reconciled at once.
+    pub concurrency: u16,
+    /// DNS suffix of Services, for `status.serviceFQDN`.
+    pub cluster_domain: String,
+    /// Publish Kubernetes Events on condition transitions.
+    pub events: bool,
+    /// Reconcile every sandbox at least this often.
+    pub resync: Duration,
+    /// Leader election; `None` reconciles unconditionally (one replica only!).
+    pub leader_election: Option<LeaseConfig>,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            concurrency: 16,
+            cluster_domain: "cluster.local".to_owned(),
+            events: true,
+            resync: Duration::from_secs(300),
+            leader_election: None,
+        }
+    }
+}
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A watch's store writer went away (a bug, or shutdown mid-start).
+    #[error("watch cache closed before it synced")]
+    CacheClosed,
+}
+
+/// Runs the controller until `shutdown`; with leader election, only while holding the lease.
+pub async fn run<S>(
+    client: Client,
+    store: S,
+    config: ControllerConfig,
+    probes: Probes,
+    shutdown: CancellationToken,
+) -> Result<(), RunError>
+where
+    S: Store<Sandbox> + Clone + 'static,
+{
+    let Some(lease) = config.leader_election.clone() else {
+        probes.set_leader(true);
+        return run_leader(client, store, &config, &probes, shutdown).await;
+    };
+    let mut elector = LeaderElector::new(client.clone(), lease.clone());
+    // A standby replica is healthy and ready: it serves its purpose by waiting.
+    probes.set_ready(true);
+    while !shutdown.is_cancelled() {
+        match elector.try_acquire().await {
+            Ok(true) => {}
+            Ok(false) => {
+                wait(&shutdown, lease.retry_period).await;
+                continue;
+            }
+            Err(e) => {
+                warn!(error = %e, "leader election failed");
+                wait(&shutdown, lease.retry_period).await;
+                continue;
+            }
+        }
+        info!(lease.identity = %lease.identity, "became leader");
+        probes.set_leader(true);
+        let term = shutdown.child_token();
+        let renew = renew_until_lost(&mut elector, &term);
+        let work = run_leader(
+            client.clone(),
+            store.clone(),
+            &config,
+            &probes,
+            term.clone(),
+        );
+        let (_, result) = tokio::join!(renew, work);
+        probes.set_leader(false);
+        probes.set_ready(true);
+        result?;
+        if shutdown.is_cancelled() {
+            if let Err(e) = elector.release().await {
+                warn!(error = %e, "could not release the lease");
+            }
+        } else {
+            warn!(lease.identity = %lease.identity, "lost the lease; standing by");
+        }
+    }
+    Ok(())
+}
+
+/// Renews the lease every retry period; cancels `term` when renewal fails for longer than
+/// the lease lasts (another replica may then take over) or when `term` is cancelled.
+async fn renew_until_lost(elector: &mut LeaderElector, term: &CancellationToken) {
+    let period = elector.config().retry_period;
+    let duration = elector.config().duration;
+    let mut last_renewed = tokio::time::Instant::now();
+    loop {
+        wait(term, period).await;
+        if term.is_cancelled() {
+            return;
+        }
+        match elector.try_acquire().await {
+            Ok(true) => last_renewed = tokio::time::Instant::now(),
+            Ok(false) => break,
+            Err(e) => {
+                warn!(error = %e, "lease renewal failed");
+                // Stop well before the lease can expire so two leaders never overlap.
+                if last_renewed.elapsed() >= duration.saturating_sub(period) {
+                    break;
+                }
+            }
+        }
+    }
+    term.cancel();
+}
+
+async fn wait(token: &CancellationToken, period: Duration) {
+    tokio::select! {
+        () = token.cancelled() => {}
+        () = tokio::time::sleep(period) => {}
+    }
+}
+
+fn scoped<K>(client: Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    }
+}
+
+/// Runs the watches and the applier until `stop`.
+async fn run_leader<S>(
+    client: Client,
+    store: S,
+    config: &ControllerConfig,
+    probes: &Probes,
+    stop: CancellationToken,
+) -> Result<(), RunError>
+where
+    S: Store<Sandbox> + Clone + 'static,
+{
+    let ns = config.namespace.as_deref();
+    // Only objects carrying the hash label: the controller never caches unrelated Pods.
+    let owned = watcher::Config::default().labels(SANDBOX_NAME_HASH);
+    let (sandboxes, sandbox_writer) = reflector::store::<Sandbox>();
+    let (pods, pod_writer) = reflector::store::<Pod>();
+    let (services, service_writer) = reflector::store::<Service>();
+    let (claims, claim_writer) = reflector::store::<PersistentVolumeClaim>();
+
+    let sandbox_events = reflector(
+        sandbox_writer,
+        watcher(
+            scoped::<Sandbox>(client.clone(), ns),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let pod_events = reflector(
+        pod_writer,
+        watcher(scoped::<Pod>(client.clone(), ns), owned.clone()),
+    )
+    .default_backoff()
+    .touched_objects();
+    let service_events = reflector(
+        service_writer,
+        watcher(scoped::<Service>(client.clone(), ns), owned.clone()),
+    )
+    .default_backoff()
+    .touched_objects();
+    let claim_events = reflector(
+        claim_writer,
+        watcher(scoped::<PersistentVolumeClaim>(client.clone(), ns), owned),
+    )
+    .default_backoff()
+    .touched_objects();
+    let queue = stream::select_all([
+        trigger_self(sandbox_events, ()).boxed(),
+        trigger_owners::<Sandbox, _>(pod_events, (), ()).boxed(),
+        trigger_owners::<Sandbox, _>(service_events, (), ()).boxed(),
+        trigger_owners::<Sandbox, _>(claim_events, (), ()).boxed(),
+    ])
+    .take_until(stop.clone().cancelled_owned());
+
+    let cache = KubeCache {
+        pods: pods.clone(),
+        services: services.clone(),
+        claims: claims.clone(),
+    };
+    let platform = KubePlatform::new(client.clone(), cache, config.cluster_domain.clone());
+    let recorder = config.events.then(|| {
+        Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "rouse-controller".to_owned(),
+                instance: config.leader_election.as_ref().map(|l| l.identity.clone()),
+            },
+        )
+    });
+    let ctx = Arc::new(Context::new(store, platform, recorder, config.resync));
+
+    // Reconciles wait for every cache: an empty Pod cache would make every sandbox look new.
+    let synced = {
+        let (sandboxes, pods, services, claims) = (
+            sandboxes.clone(),
+            pods.clone(),
+            services.clone(),
+            claims.clone(),
+        );
+        let probes = probes.clone();
+        async move {
+            let ok = sandboxes.wait_until_ready().await.is_ok()
+                && pods.wait_until_ready().await.is_ok()
+                && services.wait_until_ready().await.is_ok()
+                && claims.wait_until_ready().await.is_ok();
+            if ok {
+                probes.set_ready(true);
+            }
+            ok
+        }
+        .shared()
+    };
+    let gauges = state::report_states(sandboxes.clone(), stop.clone());
+    let reconcile_ctx = ctx.clone();
+    let applier = controller::applier(
+        move |obj, ctx| {
+            let synced = synced.clone();
+            async move {
+                synced.await;
+                reconcile(obj, ctx).await
+            }
+            .boxed()
+        },
+        error_policy,
+        reconcile_ctx,
+        sandboxes,
+        queue,
+        controller::Config::default().concurrency(config.concurrency),
+    )
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            match e {
+                controller::Error::ObjectNotFound(_) => {}
+                e => tracing::debug!(error = %e, "controller event"),
+            }
+        }
+    });
+    tokio::join!(applier, gauges);
+    drop(ctx);
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! The Sandbox reconciler: the pure [`plan`] function, what it observes and what it asks for,
+//! and the generic [`reconcile_sandbox`] driver that runs observe → plan → apply → status.
+
+mod action;
+mod conditions;
+mod observed;
+mod plan;
+mod reconcile;
+mod workload;
+
+pub use action::{Action, SandboxOp, ServiceSpec, VolumeSpec, WorkloadSpec};
+pub use conditions::Transition;
+pub use observed::{Observed, ObservedService, ObservedVolume, Ownership, Workload, WorkloadPhase};
+pub use plan::{Plan, plan};
+pub use reconcile::{ReconcileError, ReconcileOutcome, reconcile_sandbox};
+pub use workload::{pod_name, volume_specs, workload_spec};
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod reconcile_tests;
+#[cfg(test)]
+mod tests;

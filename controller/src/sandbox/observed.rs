@@ -1,0 +1,106 @@
+//! What a platform found for one sandbox: its workloads, volumes and Service, in terms that
+//! mean the same for Kubernetes Pods and for local processes.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use rouse_shared::api::EndpointPort;
+
+/// Everything a platform observed for one sandbox, the input of [`super::plan`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Observed {
+    /// Workloads that are or may be the sandbox's: the one named [`super::pod_name`] (whoever
+    /// owns it) and any other the sandbox owns (its `sandbox-name-hash` label or owner).
+    pub workloads: Vec<Workload>,
+    /// Volumes (PVCs `<template>-<sandbox>` or directories) that exist.
+    pub volumes: Vec<ObservedVolume>,
+    /// The Service named like the sandbox, if one exists.
+    pub service: Option<ObservedService>,
+    /// DNS suffix of Services, e.g. `cluster.local`; `serviceFQDN` is
+    /// `<name>.<namespace>.svc.<cluster_domain>`.
+    pub cluster_domain: String,
+}
+
+/// One workload (a Pod, or a local process) and its state.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Workload {
+    /// Its name (the Pod's name).
+    pub name: String,
+    /// Whose it is.
+    pub ownership: Ownership,
+    /// Lifecycle phase.
+    pub phase: WorkloadPhase,
+    /// True when it passed its readiness check.
+    pub ready: bool,
+    /// Its addresses, the primary one first; empty until it has one.
+    pub ips: Vec<String>,
+    /// The node (or host) it runs on.
+    pub node_name: Option<String>,
+    /// The declared container ports and the port to dial for each at `ips[0]`.
+    pub ports: Vec<EndpointPort>,
+    /// True when it is being deleted (Pod `deletionTimestamp` set, process stopping).
+    pub terminating: bool,
+    /// The `PodScheduled` condition, copied into the sandbox's status.
+    pub scheduled: Option<Condition>,
+}
+
+/// Whose a workload is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ownership {
+    /// It has a controller reference to this sandbox.
+    #[default]
+    Owned,
+    /// It has no controller and carries the `agents.x-k8s.io/adoptable` label: the sandbox may
+    /// take it over.
+    Adoptable,
+    /// Another controller owns it, or it is not labelled adoptable: never touched.
+    NotOwned,
+}
+
+/// The phase of a workload, as a Pod's `status.phase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkloadPhase {
+    /// Accepted, not yet running (scheduling, pulling, starting).
+    #[default]
+    Pending,
+    /// At least one container runs.
+    Running,
+    /// All containers exited successfully and will not restart.
+    Succeeded,
+    /// All containers exited, at least one in failure, and will not restart.
+    Failed,
+    /// The state cannot be read (node lost).
+    Unknown,
+}
+
+impl WorkloadPhase {
+    /// Parses a Pod `status.phase`; absent or unrecognised phases are `Pending` / `Unknown`.
+    pub fn from_pod_phase(phase: Option<&str>) -> Self {
+        match phase {
+            None | Some("Pending") => Self::Pending,
+            Some("Running") => Self::Running,
+            Some("Succeeded") => Self::Succeeded,
+            Some("Failed") => Self::Failed,
+            Some(_) => Self::Unknown,
+        }
+    }
+
+    /// True for `Succeeded` and `Failed`, from which a workload never runs again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+}
+
+/// A volume that exists.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObservedVolume {
+    /// Its name: the claim name `<template>-<sandbox>`.
+    pub claim_name: String,
+}
+
+/// The Service named like the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObservedService {
+    /// Its name.
+    pub name: String,
+    /// True when it has a controller reference to this sandbox.
+    pub owned: bool,
+}

@@ -1,0 +1,387 @@
+//! The Sandbox lifecycle as one pure function: from the sandbox, what the platform observed and
+//! the current time, the actions to take and the status to write. No I/O, no clock.
+//!
+//! Rules (docs/controller.md lists them with every condition and reason):
+//! - A sandbox being deleted gets no actions; the garbage collector removes what it owns.
+//! - `shutdownTime` passed: delete the workload and an owned Service, `Ready=False/SandboxExpired`;
+//!   with `shutdownPolicy: Delete` the Sandbox object is deleted too. Before it: requeue at it.
+//! - Idle suspend: with `suspension.idleTimeoutSeconds` set and the sandbox running, once that
+//!   long passed since the idle clock started, set `spec.operatingMode: Suspended`. The clock
+//!   starts at the latest of `lastActivityTime`, creation, the last `Ready=True` transition and
+//!   the last resume (`Suspended` turning `False/NotSuspended`), so a resume counts as activity.
+//!   Before the deadline: requeue at it.
+//! - `operatingMode: Suspended` deletes the workload only; `Running` (re)creates it on the same
+//!   volumes. Volumes are ensured whenever the sandbox is not expired.
+//! - Workloads: more than one owned → refuse (`Ready=False/MultiplePods`), touch none; the one
+//!   named like the pod but owned by someone else → never touched; an adoptable one is adopted.
+//! - The status describes the state once the actions succeed.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::{Resource, ResourceExt};
+use rouse_shared::api::keys::{condition, reason};
+use rouse_shared::api::{Endpoint, OperatingMode, Sandbox, SandboxStatus, ShutdownPolicy};
+
+use super::action::{Action, SandboxOp};
+use super::conditions::{FALSE, TRUE, UNKNOWN, Want, find};
+use super::observed::{Observed, Ownership, Workload, WorkloadPhase};
+use super::workload::{pod_name, selector, service_spec, volume_specs, workload_spec};
+
+/// What to do for one sandbox, and the status to write afterwards.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    /// Platform actions, in order.
+    pub actions: Vec<Action>,
+    /// Changes to the Sandbox object itself, applied after the actions.
+    pub sandbox_ops: Vec<SandboxOp>,
+    /// The desired status; written only when it differs from the current one.
+    pub status: SandboxStatus,
+    /// Reconcile again after this long even if nothing changes (expiry, idle deadline).
+    pub requeue_after: Option<Duration>,
+}
+
+/// Which workload the sandbox has, after sorting out ownership.
+enum Current<'a> {
+    /// No workload.
+    None,
+    /// Exactly one workload that is (or is about to be) the sandbox's.
+    Ours(&'a Workload),
+    /// A workload of the pod's name owned by someone else.
+    NotOwned(&'a Workload),
+    /// More than one owned workload.
+    Multiple(Vec<&'a str>),
+}
+
+/// Plans one reconcile of `sandbox`; see the module documentation for the rules.
+pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
+    let previous = sandbox.status.clone().unwrap_or_default();
+    if sandbox.meta().deletion_timestamp.is_some() {
+        return Plan {
+            status: previous,
+            ..Plan::default()
+        };
+    }
+    let spec = &sandbox.spec;
+    let mut out = Plan::default();
+    let mut deadlines: Vec<Timestamp> = Vec::new();
+
+    let expired = match &spec.shutdown_time {
+        Some(t) if t.0 <= now => true,
+        Some(t) => {
+            deadlines.push(t.0);
+            false
+        }
+        None => false,
+    };
+    let mut mode = spec.effective_operating_mode();
+    if mode == OperatingMode::Running
+        && !expired
+        && let Some(deadline) = idle_deadline(sandbox, &previous, now)
+    {
+        if deadline <= now {
+            out.sandbox_ops.push(SandboxOp::Suspend);
+            mode = OperatingMode::Suspended;
+        } else {
+            deadlines.push(deadline);
+        }
+    }
+    let want_running = mode == OperatingMode::Running && !expired;
+
+    // Volumes first, so a created workload finds its claims.
+    if !expired {
+        for volume in volume_specs(sandbox) {
+            let exists = observed
+                .volumes
+                .iter()
+                .any(|v| v.claim_name == volume.claim_name);
+            if !exists {
+                out.actions.push(Action::EnsureVolume(Box::new(volume)));
+            }
+        }
+    }
+
+    // The Service.
+    let service = service_spec(sandbox);
+    let observed_service = observed.service.as_ref();
+    let owned_service = observed_service.is_some_and(|s| s.owned);
+    let service_present = if expired || spec.service == Some(false) {
+        if owned_service {
+            out.actions.push(Action::DeleteService {
+                name: service.name.clone(),
+            });
+        }
+        false
+    } else if spec.service == Some(true) {
+        if observed_service.is_none() {
+            out.actions.push(Action::EnsureService(service.clone()));
+        }
+        true
+    } else {
+        owned_service
+    };
+
+    // The workload.
+    let name = pod_name(sandbox);
+    let current = classify(&observed.workloads, &name);
+    let mut created = false;
+    let mut deleting = false;
+    if let Current::Ours(w) = current
+        && w.ownership == Ownership::Adoptable
+    {
+        out.actions.push(Action::AdoptWorkload {
+            name: w.name.clone(),
+        });
+    }
+    match (&current, want_running) {
+        (Current::None, true) => {
+            out.actions
+                .push(Action::CreateWorkload(Box::new(workload_spec(sandbox))));
+            created = true;
+        }
+        (Current::Ours(w), false) if !w.terminating => {
+            out.actions.push(Action::DeleteWorkload {
+                name: w.name.clone(),
+            });
+            deleting = true;
+        }
+        _ => {}
+    }
+    if expired && spec.effective_shutdown_policy() == ShutdownPolicy::Delete {
+        out.sandbox_ops.push(SandboxOp::Delete);
+    }
+
+    // The status.
+    let ours = match current {
+        Current::Ours(w) => Some(w),
+        _ => None,
+    };
+    let status = &mut out.status;
+    status.last_activity_time = previous.last_activity_time.clone();
+    status.last_snapshot = previous.last_snapshot.clone();
+    status.selector = Some(selector(sandbox));
+    if service_present {
+        status.service = Some(service.name.clone());
+        status.service_fqdn = Some(format!(
+            "{}.{}.svc.{}",
+            service.name,
+            sandbox.namespace().unwrap_or_else(|| "default".to_owned()),
+            observed.cluster_domain
+        ));
+    }
+    if let Some(w) = ours {
+        status.pod_ips = w.ips.clone();
+        status.node_name = w.node_name.clone();
+        if w.phase == WorkloadPhase::Running
+            && !w.terminating
+            && !deleting
+            && let Some(ip) = w.ips.first()
+        {
+            status.endpoint = Some(Endpoint {
+                address: ip.clone(),
+                ports: w.ports.clone(),
+            });
+        }
+    }
+
+    let service_ok = spec.service != Some(true) || service_present;
+    let mut wants = vec![
+        ready(&current, mode, expired, deleting, service_ok),
+        suspended(&current, mode, deleting),
+    ];
+    if let Some(scheduled) = ours.and_then(|w| w.scheduled.clone()) {
+        status.conditions.push(scheduled);
+    }
+    match ours {
+        Some(w) if w.phase.is_terminal() => {
+            let why = if w.phase == WorkloadPhase::Succeeded {
+                reason::POD_SUCCEEDED
+            } else {
+                reason::POD_FAILED
+            };
+            wants.push(Want::new(
+                condition::FINISHED,
+                TRUE,
+                why,
+                format!("pod {} reached a terminal phase", w.name),
+            ));
+        }
+        Some(_) => {}
+        None if created => {}
+        None => {
+            if let Some(finished) = find(&previous.conditions, condition::FINISHED) {
+                status.conditions.push(finished.clone());
+            }
+        }
+    }
+    let generation = sandbox.meta().generation;
+    let built: Vec<_> = wants
+        .into_iter()
+        .map(|w| w.into_condition(&previous.conditions, generation, now))
+        .collect();
+    status.conditions.splice(0..0, built);
+
+    out.requeue_after = deadlines
+        .into_iter()
+        .min()
+        .map(|deadline| until(now, deadline));
+    out
+}
+
+/// Sorts the observed workloads into the sandbox's current one, or the reason there is none.
+fn classify<'a>(workloads: &'a [Workload], pod_name: &str) -> Current<'a> {
+    let named = workloads.iter().find(|w| w.name == pod_name);
+    let owned: Vec<&Workload> = workloads
+        .iter()
+        .filter(|w| {
+            w.ownership == Ownership::Owned
+                || (w.name == pod_name && w.ownership == Ownership::Adoptable)
+        })
+        .collect();
+    if owned.len() > 1 {
+        return Current::Multiple(owned.iter().map(|w| w.name.as_str()).collect());
+    }
+    match (named, owned.first()) {
+        (Some(w), _) if w.ownership == Ownership::NotOwned => Current::NotOwned(w),
+        (_, Some(w)) => Current::Ours(w),
+        (_, None) => Current::None,
+    }
+}
+
+/// The `Ready` condition.
+fn ready(
+    current: &Current<'_>,
+    mode: OperatingMode,
+    expired: bool,
+    deleting: bool,
+    service_ok: bool,
+) -> Want {
+    let not_ready = |why, message: String| Want::new(condition::READY, FALSE, why, message);
+    if let Current::Multiple(names) = current {
+        return not_ready(
+            reason::MULTIPLE_PODS,
+            format!(
+                "more than one pod belongs to the sandbox: {}",
+                names.join(", ")
+            ),
+        );
+    }
+    if expired {
+        return not_ready(
+            reason::SANDBOX_EXPIRED,
+            "shutdownTime has passed".to_owned(),
+        );
+    }
+    if let Current::NotOwned(w) = current {
+        return not_ready(
+            reason::RECONCILER_ERROR,
+            format!("pod {} exists and is not owned by the sandbox", w.name),
+        );
+    }
+    if mode == OperatingMode::Suspended {
+        return not_ready(
+            reason::SANDBOX_SUSPENDED,
+            "the sandbox is suspended".to_owned(),
+        );
+    }
+    let Current::Ours(w) = current else {
+        return not_ready(
+            reason::DEPENDENCIES_NOT_READY,
+            "the pod is being created".to_owned(),
+        );
+    };
+    match w.phase {
+        WorkloadPhase::Succeeded => {
+            return not_ready(reason::POD_SUCCEEDED, format!("pod {} succeeded", w.name));
+        }
+        WorkloadPhase::Failed => {
+            return not_ready(reason::POD_FAILED, format!("pod {} failed", w.name));
+        }
+        _ => {}
+    }
+    let missing = if w.terminating || deleting {
+        "the pod is terminating"
+    } else if w.phase != WorkloadPhase::Running {
+        "the pod is not running"
+    } else if !w.ready {
+        "the pod is not ready"
+    } else if w.ips.is_empty() {
+        "the pod has no IP"
+    } else if !service_ok {
+        "the service does not exist"
+    } else {
+        return Want::new(
+            condition::READY,
+            TRUE,
+            reason::DEPENDENCIES_READY,
+            "the pod is ready",
+        );
+    };
+    not_ready(reason::DEPENDENCIES_NOT_READY, missing.to_owned())
+}
+
+/// The `Suspended` condition.
+fn suspended(current: &Current<'_>, mode: OperatingMode, deleting: bool) -> Want {
+    let want = |status, why, message: &str| Want::new(condition::SUSPENDED, status, why, message);
+    if mode == OperatingMode::Running {
+        return want(FALSE, reason::NOT_SUSPENDED, "the sandbox is not suspended");
+    }
+    match current {
+        Current::None => want(TRUE, reason::POD_TERMINATED, "the pod is gone"),
+        Current::NotOwned(_) => want(
+            FALSE,
+            reason::POD_NOT_OWNED,
+            "a pod of that name exists and is not the sandbox's",
+        ),
+        Current::Multiple(_) => want(
+            UNKNOWN,
+            reason::POD_STATE_UNKNOWN,
+            "more than one pod belongs to the sandbox",
+        ),
+        Current::Ours(w) if w.phase == WorkloadPhase::Unknown && !deleting && !w.terminating => {
+            want(
+                UNKNOWN,
+                reason::POD_STATE_UNKNOWN,
+                "the pod's state is unknown",
+            )
+        }
+        Current::Ours(_) => want(FALSE, reason::POD_TERMINATING, "the pod is terminating"),
+    }
+}
+
+/// When the sandbox becomes idle, if it has an idle timeout; see the module documentation.
+fn idle_deadline(sandbox: &Sandbox, previous: &SandboxStatus, now: Timestamp) -> Option<Timestamp> {
+    let seconds = sandbox.spec.suspension.as_ref()?.idle_timeout_seconds?;
+    let resumed = match find(&previous.conditions, condition::SUSPENDED) {
+        Some(c) if c.status == FALSE && c.reason == reason::NOT_SUSPENDED => {
+            c.last_transition_time.0
+        }
+        // Not running before this reconcile: it is resuming (or starting) now.
+        _ => now,
+    };
+    let became_ready = find(&previous.conditions, condition::READY)
+        .filter(|c| c.status == TRUE)
+        .map(|c| c.last_transition_time.0);
+    let start = [
+        Some(resumed),
+        became_ready,
+        previous.last_activity_time.as_ref().map(|t| t.0),
+        sandbox.meta().creation_timestamp.as_ref().map(|t| t.0),
+    ]
+    .into_iter()
+    .flatten()
+    .max()?;
+    Some(
+        start
+            .saturating_add(jiff::SignedDuration::from_secs(seconds.max(0)))
+            .unwrap_or(start),
+    )
+}
+
+/// The time from `now` to `deadline`, at least one millisecond so a requeue never spins.
+fn until(now: Timestamp, deadline: Timestamp) -> Duration {
+    let left = deadline.duration_since(now);
+    Duration::try_from(left)
+        .unwrap_or_default()
+        .max(Duration::from_millis(1))
+}

@@ -1,0 +1,330 @@
+//! The standalone driver: runs the controller core's [`reconcile_sandbox`] for every Sandbox
+//! of a store on the [`LocalPlatform`].
+//!
+//! A list+watch of the store, the platform's change notifications (a workload exited or
+//! became ready) and the plan's `requeue_after` timers feed one work queue with per-key
+//! dedupe; at most [`DriverConfig::concurrency`] reconciles run at once. On start, every
+//! sandbox is reconciled, so those with `operatingMode: Running` start again from the store's
+//! state; on shutdown, every workload is stopped with its grace period before `run` returns.
+
+mod feed;
+mod queue;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::Resource;
+use rouse_shared::api::Sandbox;
+use rouse_shared::store::{ObjectKey, Store};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::platform::local::LocalPlatform;
+use crate::sandbox::{ReconcileError, reconcile_sandbox};
+use feed::Feed;
+use queue::WorkQueue;
+
+/// Bound of the feed channel between the watch task and the driver.
+const FEED_CAPACITY: usize = 256;
+
+/// Settings of the standalone driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverConfig {
+    /// Most reconciles running at once. Default 8.
+    pub concurrency: usize,
+    /// Every sandbox is reconciled at least this often, catching anything a dropped
+    /// notification missed. Default 60s.
+    pub resync: Duration,
+    /// The first retry delay after a failed reconcile. Default 500ms.
+    pub retry_min: Duration,
+    /// The longest retry delay after failed reconciles. Default 60s.
+    pub retry_max: Duration,
+    /// How long shutdown waits for running reconciles before it stops the workloads.
+    /// Default 10s.
+    pub drain: Duration,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 8,
+            resync: Duration::from_secs(60),
+            retry_min: Duration::from_millis(500),
+            retry_max: Duration::from_secs(60),
+            drain: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why the driver could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// Another driver already took the platform's change notifications.
+    #[error("the local platform's change notifications are already taken by another driver")]
+    ChangesTaken,
+}
+
+impl DriverError {
+    /// A fixed label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            DriverError::ChangesTaken => "changes_taken",
+        }
+    }
+}
+
+/// Reconciles the store's sandboxes on `platform` until `shutdown`, then stops every
+/// workload and returns; see the module documentation.
+///
+/// # Example
+/// ```no_run
+/// # async fn demo(store: rouse_controller::store::EmbeddedStore) -> anyhow::Result<()> {
+/// use rouse_controller::platform::local::{LocalConfig, LocalPlatform};
+/// let platform = LocalPlatform::new(LocalConfig::new("/var/lib/rouse"))?;
+/// let shutdown = tokio_util::sync::CancellationToken::new();
+/// rouse_controller::standalone::run(store, platform, shutdown).await?;
+/// # Ok(()) }
+/// ```
+pub async fn run<S>(
+    store: S,
+    platform: LocalPlatform,
+    shutdown: CancellationToken,
+) -> Result<(), DriverError>
+where
+    S: Store<Sandbox> + Clone + 'static,
+{
+    run_with(store, platform, DriverConfig::default(), shutdown).await
+}
+
+/// [`run`] with explicit settings.
+pub async fn run_with<S>(
+    store: S,
+    platform: LocalPlatform,
+    config: DriverConfig,
+    shutdown: CancellationToken,
+) -> Result<(), DriverError>
+where
+    S: Store<Sandbox> + Clone + 'static,
+{
+    let mut changes = platform.take_changes().ok_or(DriverError::ChangesTaken)?;
+    let removed = platform.recover().await;
+    if removed > 0 {
+        tracing::warn!(
+            containers = removed,
+            "removed gvisor containers left by a previous run"
+        );
+    }
+    let (feed_tx, mut feed_rx) = mpsc::channel(FEED_CAPACITY);
+    let feed_stop = shutdown.child_token();
+    let feed = tokio::spawn(
+        feed::run(store.clone(), feed_tx, feed_stop.clone())
+            .instrument(tracing::info_span!("sandbox_feed")),
+    );
+    let mut driver = Driver {
+        store,
+        platform: platform.clone(),
+        config: config.clone(),
+        queue: WorkQueue::default(),
+        known: HashSet::new(),
+        jobs: JoinSet::new(),
+    };
+    let mut resync = tokio::time::interval(config.resync);
+    resync.reset();
+    tracing::info!(
+        concurrency = config.concurrency,
+        "standalone driver started"
+    );
+    loop {
+        let next_due = driver.queue.next_due();
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            Some(done) = driver.jobs.join_next(), if !driver.jobs.is_empty() => match done {
+                Ok((key, outcome)) => driver.finished(key, outcome),
+                Err(error) => tracing::error!(%error, "reconcile task failed"),
+            },
+            Some(feed) = feed_rx.recv() => driver.feed(feed),
+            Some(key) = changes.recv() => driver.queue.add(key),
+            () = sleep_until(next_due), if next_due.is_some() => driver.queue.promote(Instant::now()),
+            _ = resync.tick() => driver.resync(),
+        }
+        driver.dispatch();
+    }
+
+    tracing::info!(running = driver.jobs.len(), "standalone driver stopping");
+    feed_stop.cancel();
+    let drained = tokio::time::timeout(config.drain, async {
+        while driver.jobs.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("reconciles still running at shutdown were cancelled");
+        driver.jobs.shutdown().await;
+    }
+    if let Err(error) = feed.await {
+        tracing::error!(%error, "sandbox feed task failed");
+    }
+    platform.shutdown().await;
+    tracing::info!("standalone driver stopped");
+    Ok(())
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What one reconcile asks of the queue.
+#[derive(Debug)]
+enum Outcome {
+    /// Done; again after this long if set.
+    Done(Option<Duration>),
+    /// The sandbox is gone and its workload and directories were removed.
+    Gone,
+    /// Failed; retry with backoff when `retry`, else wait for a change (or the resync).
+    Failed { retry: bool },
+}
+
+struct Driver<S> {
+    store: S,
+    platform: LocalPlatform,
+    config: DriverConfig,
+    queue: WorkQueue,
+    known: HashSet<ObjectKey>,
+    jobs: JoinSet<(ObjectKey, Outcome)>,
+}
+
+impl<S: Store<Sandbox> + Clone + 'static> Driver<S> {
+    fn feed(&mut self, feed: Feed) {
+        match feed {
+            Feed::Listed(keys) => {
+                let listed: HashSet<ObjectKey> = keys.into_iter().collect();
+                // Deleted while no watch ran: reconcile finds them gone and cleans up.
+                let vanished: Vec<ObjectKey> = self.known.difference(&listed).cloned().collect();
+                self.known = listed;
+                for key in self.known.clone().into_iter().chain(vanished) {
+                    self.queue.add(key);
+                }
+                for key in self.platform.keys() {
+                    self.queue.add(key);
+                }
+            }
+            Feed::Changed(key) => {
+                self.known.insert(key.clone());
+                self.queue.add(key);
+            }
+            Feed::Deleted(key) => {
+                self.known.remove(&key);
+                self.queue.add(key);
+            }
+        }
+    }
+
+    fn resync(&mut self) {
+        let keys: Vec<ObjectKey> = self.known.iter().cloned().collect();
+        for key in keys.into_iter().chain(self.platform.keys()) {
+            self.queue.add(key);
+        }
+    }
+
+    fn dispatch(&mut self) {
+        while self.jobs.len() < self.config.concurrency.max(1) {
+            let Some(key) = self.queue.pop() else { break };
+            let store = self.store.clone();
+            let platform = self.platform.clone();
+            let span = tracing::info_span!("reconcile", sandbox.key = %key);
+            self.jobs.spawn(
+                async move {
+                    let outcome = reconcile_one(&store, &platform, &key).await;
+                    (key, outcome)
+                }
+                .instrument(span),
+            );
+        }
+        metrics::gauge!("rouse_controller_queue_depth", "kind" => "sandbox")
+            .set(self.queue.len() as f64);
+    }
+
+    fn finished(&mut self, key: ObjectKey, outcome: Outcome) {
+        self.queue.done(&key);
+        let now = Instant::now();
+        match outcome {
+            Outcome::Done(requeue) => {
+                self.queue.succeeded(&key);
+                if let Some(after) = requeue {
+                    self.queue.add_after(key, after, now);
+                }
+            }
+            Outcome::Gone => self.queue.forget(&key),
+            Outcome::Failed { retry: true } => {
+                let after = self
+                    .queue
+                    .failed(&key, self.config.retry_min, self.config.retry_max);
+                self.queue.add_after(key, after, now);
+            }
+            Outcome::Failed { retry: false } => {}
+        }
+    }
+}
+
+/// Reads the sandbox and reconciles it; a sandbox that is gone has its workload stopped and
+/// its directories removed.
+async fn reconcile_one<S: Store<Sandbox>>(
+    store: &S,
+    platform: &LocalPlatform,
+    key: &ObjectKey,
+) -> Outcome {
+    let started = std::time::Instant::now();
+    let (outcome, result) = match store.get(key).await {
+        Err(error) if error.is_not_found() => {
+            platform.remove(key).await;
+            (Outcome::Gone, "ok")
+        }
+        Err(error) => {
+            tracing::warn!(%error, "reading the sandbox failed");
+            let retry = error.is_retryable();
+            (Outcome::Failed { retry }, "get")
+        }
+        Ok(sandbox) => {
+            if sandbox.meta().deletion_timestamp.is_some() {
+                // Being deleted (finalizers pending): its workload goes first, as the
+                // garbage collector would delete the Pod.
+                platform.stop_workload(key);
+            }
+            match reconcile_sandbox(store, platform, &sandbox, Timestamp::now()).await {
+                Ok(outcome) if outcome.deleted => (Outcome::Done(None), "ok"),
+                Ok(outcome) => (Outcome::Done(outcome.requeue_after), "ok"),
+                Err(error) => {
+                    tracing::warn!(%error, "reconcile failed");
+                    let retry = retryable(&error);
+                    (Outcome::Failed { retry }, error.metric_label())
+                }
+            }
+        }
+    };
+    // The same series as the Kubernetes mode's reconciler.
+    metrics::histogram!("rouse_controller_reconcile_duration_seconds")
+        .record(started.elapsed().as_secs_f64());
+    metrics::counter!("rouse_controller_reconciles_total", "result" => result).increment(1);
+    outcome
+}
+
+fn retryable(error: &ReconcileError) -> bool {
+    match error {
+        ReconcileError::Observe { source, .. } | ReconcileError::Apply { source, .. } => {
+            source.is_retryable()
+        }
+        ReconcileError::Suspend { source, .. }
+        | ReconcileError::Delete { source, .. }
+        | ReconcileError::PatchStatus { source, .. } => source.is_retryable(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
