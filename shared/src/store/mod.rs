@@ -18,7 +18,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use error::{Result, StoreError};
-pub use types::{DeleteParams, Deletion, ListParams, ObjectKey, ObjectList, Patch, WatchEvent};
+pub use types::{
+    DeleteParams, Deletion, ListParams, ObjectKey, ObjectList, Patch, Propagation, WatchEvent,
+};
 
 /// An object a store can hold: any namespaced Rouse kind.
 pub trait StoreObject:
