@@ -4,3 +4,4 @@
 //! Builds on the API types and the [`rouse_shared::store::Store`] port of `rouse-shared`.
 
 pub mod api;
+pub mod store;

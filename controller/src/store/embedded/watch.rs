@@ -1,0 +1,293 @@
+//! Watch fan-out: a bounded history of committed changes for replay, and one bounded channel
+//! per watcher for live events.
+//!
+//! The writer publishes each committed batch here in resourceVersion order, under one lock,
+//! and a watcher registers under the same lock, so between replay and live events there is
+//! no gap and no duplicate. A watcher whose channel is full is dropped and its stream ends
+//! with `Expired` (it must list again), so a stalled consumer never grows memory.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use futures::StreamExt;
+use rouse_shared::store::{ListParams, StoreError, StoreObject, WatchEvent, WatchStream};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::select::{ChangeType, RawEvent, event_for};
+
+/// One committed change to one object.
+#[derive(Debug)]
+pub(crate) struct Change {
+    /// The resourceVersion the change got.
+    pub rv: u64,
+    /// Kind of the object.
+    pub kind: String,
+    /// What happened.
+    pub ty: ChangeType,
+    /// The object after the change (for a deletion, its last state).
+    pub object: Arc<Value>,
+    /// The object before a modification, to tell selector transitions.
+    pub previous: Option<Arc<Value>>,
+}
+
+/// Bounds of the watch machinery.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HubLimits {
+    /// Changes kept for replay.
+    pub history: usize,
+    /// Events buffered per watcher before it is dropped as too slow.
+    pub buffer: usize,
+    /// Watchers at once.
+    pub max_watchers: usize,
+}
+
+/// History and watchers, shared by the writer and the store handles.
+pub(crate) struct Hub {
+    state: Mutex<HubState>,
+    limits: HubLimits,
+}
+
+struct HubState {
+    history: VecDeque<Arc<Change>>,
+    /// Changes at or below this version are no longer in `history`.
+    horizon: u64,
+    /// The last version published.
+    published: u64,
+    watchers: Vec<Watcher>,
+    closed: bool,
+}
+
+struct Watcher {
+    kind: String,
+    params: ListParams,
+    /// Changes at or below this version are already known to the watcher.
+    after: u64,
+    tx: mpsc::Sender<RawEvent>,
+    overflow: Arc<AtomicBool>,
+}
+
+/// A registered watcher: events to replay first, then the live channel.
+pub(crate) struct Subscription {
+    replay: Vec<RawEvent>,
+    rx: mpsc::Receiver<RawEvent>,
+    overflow: Arc<AtomicBool>,
+    from: u64,
+}
+
+impl Hub {
+    /// An empty hub for a store whose last version is `current`.
+    pub(crate) fn new(current: u64, limits: HubLimits) -> Self {
+        Self {
+            state: Mutex::new(HubState {
+                history: VecDeque::with_capacity(limits.history.min(1024)),
+                horizon: current,
+                published: current,
+                watchers: Vec::new(),
+                closed: false,
+            }),
+            limits,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        // The state stays consistent even if a holder panicked: every update is one push or
+        // retain, so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records committed changes (in version order) and sends them to the watchers.
+    pub(crate) fn publish(&self, changes: Vec<Change>) {
+        let mut state = self.lock();
+        if state.closed {
+            return;
+        }
+        for change in changes {
+            let change = Arc::new(change);
+            state.published = change.rv;
+            for w in &mut state.watchers {
+                if w.kind != change.kind
+                    || change.rv <= w.after
+                    || w.tx.is_closed()
+                    || w.overflow.load(Ordering::Acquire)
+                {
+                    continue;
+                }
+                let Some(event) = event_for(
+                    &w.params,
+                    change.ty,
+                    &change.object,
+                    change.previous.as_ref(),
+                    change.rv,
+                ) else {
+                    continue;
+                };
+                if let Err(mpsc::error::TrySendError::Full(_)) = w.tx.try_send(event) {
+                    w.overflow.store(true, Ordering::Release);
+                    metrics::counter!("rouse_store_watch_dropped_total", "reason" => "slow")
+                        .increment(1);
+                }
+            }
+            if self.limits.history > 0 {
+                if state.history.len() == self.limits.history
+                    && let Some(old) = state.history.pop_front()
+                {
+                    state.horizon = old.rv;
+                }
+                state.history.push_back(change);
+            } else {
+                state.horizon = change.rv;
+            }
+        }
+        Self::prune(&mut state);
+    }
+
+    /// Drops watchers whose stream is gone or who fell behind.
+    fn prune(state: &mut HubState) {
+        state
+            .watchers
+            .retain(|w| !w.tx.is_closed() && !w.overflow.load(Ordering::Acquire));
+        metrics::gauge!("rouse_store_watchers").set(state.watchers.len() as f64);
+    }
+
+    /// Registers a watcher of `kind` for changes after version `from`.
+    pub(crate) fn subscribe(
+        &self,
+        kind: &str,
+        params: &ListParams,
+        from: u64,
+    ) -> Result<Subscription, StoreError> {
+        let mut state = self.lock();
+        if from < state.horizon {
+            return Err(StoreError::Expired {
+                resource_version: from.to_string(),
+            });
+        }
+        let replay = state
+            .history
+            .iter()
+            .filter(|c| c.rv > from && c.kind == kind)
+            .filter_map(|c| event_for(params, c.ty, &c.object, c.previous.as_ref(), c.rv))
+            .collect();
+        let after = from.max(state.published);
+        self.register(&mut state, kind, params, after, replay, from)
+    }
+
+    /// Registers a watcher that first gets the current objects as `Added` events;
+    /// `snapshot` reads them (and their version) while publishing is held off.
+    pub(crate) fn subscribe_current(
+        &self,
+        kind: &str,
+        params: &ListParams,
+        snapshot: impl FnOnce() -> Result<(u64, Vec<Value>), StoreError>,
+    ) -> Result<Subscription, StoreError> {
+        let mut state = self.lock();
+        // Everything published is committed, so the snapshot is at least as new as
+        // `published`; later commits arrive live with higher versions.
+        let (rv, objects) = snapshot()?;
+        let replay = objects
+            .into_iter()
+            .map(Arc::new)
+            .filter_map(|o| event_for(params, ChangeType::Added, &o, None, rv))
+            .collect();
+        self.register(&mut state, kind, params, rv, replay, rv)
+    }
+
+    fn register(
+        &self,
+        state: &mut HubState,
+        kind: &str,
+        params: &ListParams,
+        after: u64,
+        replay: Vec<RawEvent>,
+        from: u64,
+    ) -> Result<Subscription, StoreError> {
+        Self::prune(state);
+        if state.closed {
+            return Err(StoreError::Unavailable {
+                message: "the store is closed".into(),
+                source: None,
+            });
+        }
+        if state.watchers.len() >= self.limits.max_watchers {
+            return Err(StoreError::Unavailable {
+                message: format!(
+                    "too many watchers ({} open, limit {})",
+                    state.watchers.len(),
+                    self.limits.max_watchers
+                ),
+                source: None,
+            });
+        }
+        let (tx, rx) = mpsc::channel(self.limits.buffer.max(1));
+        let overflow = Arc::new(AtomicBool::new(false));
+        state.watchers.push(Watcher {
+            kind: kind.to_owned(),
+            params: params.clone(),
+            after,
+            tx,
+            overflow: overflow.clone(),
+        });
+        metrics::gauge!("rouse_store_watchers").set(state.watchers.len() as f64);
+        Ok(Subscription {
+            replay,
+            rx,
+            overflow,
+            from,
+        })
+    }
+
+    /// Ends every watch stream; later publishes are dropped.
+    pub(crate) fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.watchers.clear();
+        state.history.clear();
+        metrics::gauge!("rouse_store_watchers").set(0.0);
+    }
+}
+
+/// Decodes a raw event into the watcher's kind.
+fn decode<K: StoreObject>(event: RawEvent) -> Result<WatchEvent<K>, StoreError> {
+    let object: K =
+        serde_json::from_value((*event.object).clone()).map_err(|e| StoreError::Unavailable {
+            message: format!("stored object does not decode as {}: {e}", K::kind(&())),
+            source: Some(Box::new(e)),
+        })?;
+    Ok(match event.ty {
+        ChangeType::Added => WatchEvent::Added(object),
+        ChangeType::Modified => WatchEvent::Modified(object),
+        ChangeType::Deleted => WatchEvent::Deleted(object),
+    })
+}
+
+/// The typed stream of a subscription: replay, live events, then `Expired` if the watcher
+/// fell behind, or the end when the store closes.
+pub(crate) fn into_stream<K: StoreObject>(sub: Subscription) -> WatchStream<K> {
+    let Subscription {
+        replay,
+        rx,
+        overflow,
+        from,
+    } = sub;
+    let last = replay.last().map_or(from, |e| e.rv);
+    let replay = futures::stream::iter(replay.into_iter().map(decode::<K>));
+    let live = futures::stream::unfold(Some((rx, overflow, last)), |state| async move {
+        let (mut rx, overflow, last) = state?;
+        match rx.recv().await {
+            Some(event) => {
+                let rv = event.rv;
+                Some((decode::<K>(event), Some((rx, overflow, rv))))
+            }
+            None if overflow.load(Ordering::Acquire) => Some((
+                Err(StoreError::Expired {
+                    resource_version: last.to_string(),
+                }),
+                None,
+            )),
+            None => None,
+        }
+    });
+    replay.chain(live).boxed()
+}
