@@ -102,7 +102,10 @@ async fn apply_one(client: &Client, default_ns: &str, mut doc: Value) -> anyhow:
                 report.kind.as_deref().unwrap_or("(none)")
             )
         })?;
-    let ns = report.namespace.clone().unwrap_or_else(|| default_ns.to_owned());
+    let ns = report
+        .namespace
+        .clone()
+        .unwrap_or_else(|| default_ns.to_owned());
     doc["metadata"]["namespace"] = json!(ns);
     let name = doc
         .pointer("/metadata/name")
@@ -194,7 +197,7 @@ fn read(path: &Path) -> anyhow::Result<(String, String)> {
             .context("cannot read standard input")?;
         return Ok(("<stdin>".to_owned(), text));
     }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok((path.display().to_string(), text))
 }

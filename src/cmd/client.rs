@@ -19,7 +19,12 @@ use serde_json::Value;
 #[derive(Debug, Clone, clap::Args)]
 pub struct Connection {
     /// Address of the Rouse REST API.
-    #[arg(long, env = "ROUSE_SERVER", default_value = "http://127.0.0.1:7070", global = true)]
+    #[arg(
+        long,
+        env = "ROUSE_SERVER",
+        default_value = "http://127.0.0.1:7070",
+        global = true
+    )]
     server: String,
     /// Bearer token; by default read from `{data dir}/token`.
     #[arg(long, env = "ROUSE_TOKEN", hide_env_values = true, global = true)]
@@ -199,8 +204,7 @@ fn server_error(status: StatusCode, body: &[u8]) -> ServerError {
         reason: text("reason")
             .or_else(|| status.canonical_reason().map(|r| r.replace(' ', "")))
             .unwrap_or_else(|| status.as_str().to_owned()),
-        message: text("message")
-            .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_owned()),
+        message: text("message").unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_owned()),
     }
 }
 

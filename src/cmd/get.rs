@@ -73,7 +73,10 @@ async fn get(args: &Args, kind: Kind, client: &Client) -> anyhow::Result<ExitCod
         }
     } else {
         for name in &args.names {
-            match client.get(&Client::object(kind, &args.namespace, name)).await {
+            match client
+                .get(&Client::object(kind, &args.namespace, name))
+                .await
+            {
                 Ok(object) => objects.push(object),
                 Err(e) => {
                     eprintln!("{e:#}");

@@ -39,7 +39,10 @@ pub fn run(args: &Args, action: Action) -> anyhow::Result<ExitCode> {
     block_on(async {
         let mut failed = false;
         for name in &args.names {
-            let path = format!("{}/{route}", Client::object(Kind::Sandbox, &args.namespace, name));
+            let path = format!(
+                "{}/{route}",
+                Client::object(Kind::Sandbox, &args.namespace, name)
+            );
             match client.call(Method::POST, &path, None).await {
                 Ok(_) => println!("{}/{name} {done}", Kind::Sandbox.qualified_singular()),
                 Err(e) => {

@@ -36,7 +36,8 @@ pub fn row(kind: Kind, object: &Value, wide: bool, now: jiff::Timestamp) -> Vec<
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "<none>".to_owned())
     };
-    let ready = |field: &str| condition(object, "Ready", field).unwrap_or_else(|| "<none>".to_owned());
+    let ready =
+        |field: &str| condition(object, "Ready", field).unwrap_or_else(|| "<none>".to_owned());
     let name = text("/metadata/name");
     let created = object
         .pointer("/metadata/creationTimestamp")
@@ -79,7 +80,12 @@ pub fn row(kind: Kind, object: &Value, wide: bool, now: jiff::Timestamp) -> Vec<
             ready("reason"),
             created,
         ],
-        Kind::SandboxSnapshot => vec![name, text("/spec/sandboxName"), text("/status/phase"), created],
+        Kind::SandboxSnapshot => vec![
+            name,
+            text("/spec/sandboxName"),
+            text("/status/phase"),
+            created,
+        ],
     };
     if wide {
         match kind {

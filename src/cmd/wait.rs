@@ -73,8 +73,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let goal = Goal::parse(&args.wait_for)?;
     let client = args.connection.client()?;
-    let wait = wait(&client, kind, &args.namespace, &name, &goal);
-    match block_on(tokio::time::timeout(args.timeout, wait))? {
+    let waited = block_on(async {
+        // The timer must be made inside the runtime.
+        tokio::time::timeout(
+            args.timeout,
+            wait(&client, kind, &args.namespace, &name, &goal),
+        )
+        .await
+    })?;
+    match waited {
         Ok(Ok(())) => {
             let what = match goal {
                 Goal::Deleted => "deleted",

@@ -13,13 +13,14 @@ use tokio_util::sync::CancellationToken;
 use self::client::Client;
 use self::memory::MemoryStore;
 use super::{ApiConfig, ApiState, merge_patch, serve};
+use crate::store::EmbeddedStore;
 
 const TOKEN: &str = "s3cret-token";
 const DEADLINE: Duration = Duration::from_secs(20);
 
-struct Server {
+struct Server<S = MemoryStore> {
     client: Client,
-    store: MemoryStore,
+    store: S,
     data: tempfile::TempDir,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<super::Result<()>>,
@@ -32,10 +33,23 @@ impl Server {
 
     async fn start_with(tune: impl FnOnce(&mut ApiConfig)) -> Server {
         let data = tempfile::tempdir().expect("tempdir");
+        Server::serve(MemoryStore::default(), data, tune).await
+    }
+}
+
+impl Server<EmbeddedStore> {
+    async fn embedded() -> Server<EmbeddedStore> {
+        let data = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(&data.path().join("store.redb")).expect("open store");
+        Server::serve(store, data, |_| {}).await
+    }
+}
+
+impl<S: super::ApiStore> Server<S> {
+    async fn serve(store: S, data: tempfile::TempDir, tune: impl FnOnce(&mut ApiConfig)) -> Self {
         let mut config = ApiConfig::new(Some(TOKEN.to_owned()), data.path());
         config.log_poll_interval = Duration::from_millis(10);
         tune(&mut config);
-        let store = MemoryStore::default();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -94,7 +108,37 @@ fn assert_status(got: &(StatusCode, Value), code: u16, reason: &str) {
 #[tokio::test]
 async fn create_get_list_replace_patch_delete() {
     let server = Server::start().await;
+    crud(&server.client).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_embedded_store_serves_the_api() {
+    let server = Server::embedded().await;
+    crud(&server.client).await;
     let c = &server.client;
+    let (_, list) = c.get(SANDBOXES).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("rv")
+        .to_owned();
+    let mut watch = c
+        .stream(&format!("{SANDBOXES}?watch=true&resourceVersion={rv}"))
+        .await;
+    c.post(SANDBOXES, &sandbox("web")).await;
+    c.raw_json("POST", &format!("{SANDBOXES}/web/suspend"))
+        .await;
+    let lines = watch.json_lines(2, DEADLINE).await;
+    assert_eq!(lines[0]["type"], "ADDED");
+    assert_eq!(lines[1]["type"], "MODIFIED");
+    assert_eq!(lines[1]["object"]["spec"]["operatingMode"], "Suspended");
+    server.shutdown.cancel();
+    watch.end(DEADLINE).await;
+    server.stop().await;
+}
+
+/// Create, read, list, replace, patch, status and delete one sandbox.
+async fn crud(c: &Client) {
     let (status, created) = c.post(SANDBOXES, &sandbox("web")).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     assert_eq!(created["metadata"]["namespace"], "default");
@@ -211,7 +255,6 @@ async fn create_get_list_replace_patch_delete() {
     assert_eq!(gone.1["details"]["kind"], "sandboxes");
     let twice = c.delete(&format!("{SANDBOXES}/web")).await;
     assert_status(&twice, 404, "NotFound");
-    server.stop().await;
 }
 
 #[tokio::test]
