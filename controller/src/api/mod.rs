@@ -8,6 +8,7 @@
 
 mod auth;
 mod body;
+mod check;
 mod kinds;
 mod logs;
 mod merge;
@@ -17,6 +18,7 @@ mod selector;
 mod status;
 #[cfg(test)]
 mod tests;
+mod update;
 mod watch;
 
 use std::net::SocketAddr;
@@ -197,16 +199,16 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
         .route(
             one,
             get(routes::get::<S>)
-                .put(routes::replace::<S>)
-                .patch(routes::patch::<S>)
+                .put(update::replace::<S>)
+                .patch(update::patch::<S>)
                 .delete(routes::delete::<S>),
         )
         .route(
             &format!("{one}/status"),
-            get(routes::get_status::<S>).patch(routes::patch_status::<S>),
+            get(routes::get_status::<S>).patch(update::patch_status::<S>),
         )
-        .route(&format!("{one}/suspend"), post(routes::suspend::<S>))
-        .route(&format!("{one}/resume"), post(routes::resume::<S>))
+        .route(&format!("{one}/suspend"), post(update::suspend::<S>))
+        .route(&format!("{one}/resume"), post(update::resume::<S>))
         .route(&format!("{one}/log"), get(logs::log::<S>))
         .layer(middleware::from_fn_with_state(token, auth::require_token));
     Router::new()
