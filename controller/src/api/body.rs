@@ -6,20 +6,22 @@ use axum::http::{HeaderMap, header};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
-use super::Failure;
+use super::{ApiConfig, Failure};
 
 /// Content types a create or replace accepts.
 pub(crate) const JSON: &[&str] = &["application/json"];
 /// Content types a patch accepts: a merge patch, or plain JSON read as one.
 pub(crate) const MERGE_PATCH: &[&str] = &["application/merge-patch+json", "application/json"];
 
-/// Reads a JSON object body of at most `limit` bytes sent as one of `accepted` types.
+/// Reads a JSON object body sent as one of `accepted` types, within the config's size and
+/// time limits.
 pub(crate) async fn read_json(
     headers: &HeaderMap,
     body: Body,
-    limit: usize,
+    config: &ApiConfig,
     accepted: &[&str],
 ) -> Result<Value, Failure> {
+    let limit = config.max_body_bytes;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .map(|v| v.to_str().unwrap_or("(not text)"))
@@ -40,7 +42,13 @@ pub(crate) async fn read_json(
     if declared.is_some_and(|n| n > limit) {
         return Err(Failure::too_large(limit));
     }
-    let bytes = match Limited::new(body, limit).collect().await {
+    let collected = tokio::time::timeout(
+        config.body_read_timeout,
+        Limited::new(body, limit).collect(),
+    )
+    .await
+    .map_err(|_| Failure::timeout(config.body_read_timeout))?;
+    let bytes = match collected {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
             return Err(Failure::too_large(limit));

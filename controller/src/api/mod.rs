@@ -31,10 +31,15 @@ use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxSnapshot, SandboxTemplate, SandboxWarmPool};
 use rouse_shared::store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use auth::load_or_create_token;
@@ -137,6 +142,14 @@ pub struct ApiConfig {
     pub max_stream_duration: Duration,
     /// How often a followed log file is checked for new output; default 200ms.
     pub log_poll_interval: Duration,
+    /// Most connections open at once; default 1024 (more wait to be accepted).
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers; default 10s.
+    pub header_read_timeout: Duration,
+    /// How long a request body may take to arrive; default 30s (slower: 408).
+    pub body_read_timeout: Duration,
+    /// How long shutdown waits for open requests; default 10s.
+    pub drain_timeout: Duration,
 }
 
 impl ApiConfig {
@@ -154,6 +167,10 @@ impl ApiConfig {
             max_streams: 256,
             max_stream_duration: Duration::from_secs(30 * 60),
             log_poll_interval: Duration::from_millis(200),
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -224,15 +241,15 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
         .with_state(state)
 }
 
-/// Serves the API on `listener` until `shutdown` is cancelled, then drains open requests
-/// (open watches and log follows end at once).
+/// Serves the API on `listener` until `shutdown` is cancelled, then drains open requests for
+/// at most [`ApiConfig::drain_timeout`] (open watches and log follows end at once).
 ///
 /// # Example
 /// ```no_run
 /// # async fn run(store: impl rouse_controller::api::ApiStore) -> Result<(), rouse_controller::api::Error> {
-/// use rouse_controller::api::{ApiConfig, ApiState, serve};
+/// use rouse_controller::api::{ApiConfig, ApiState, Error, serve};
 /// let config = ApiConfig::new(Some("secret".into()), "/var/lib/rouse");
-/// let listener = tokio::net::TcpListener::bind(config.listen).await.map_err(rouse_controller::api::Error::Serve)?;
+/// let listener = tokio::net::TcpListener::bind(config.listen).await.map_err(Error::Serve)?;
 /// serve(listener, ApiState::new(store, config), tokio_util::sync::CancellationToken::new()).await
 /// # }
 /// ```
@@ -241,13 +258,65 @@ pub async fn serve<S: ApiStore>(
     state: ApiState<S>,
     shutdown: CancellationToken,
 ) -> Result<()> {
+    let config = state.config.clone();
     let app = router(state, shutdown.clone());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout);
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let mut connections = JoinSet::new();
     tracing::info!(api.addr = ?listener.local_addr().ok(), "rest api listening");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .map_err(Error::Serve)
+    loop {
+        // Reap finished connections so the set stays as small as the open ones.
+        while connections.try_join_next().is_some() {}
+        let slot = tokio::select! {
+            () = shutdown.cancelled() => break,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        let (stream, _peer) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: count, back off briefly, go on.
+                    metrics::counter!("rouse_controller_api_accept_errors_total").increment(1);
+                    tracing::warn!(error = %e, "accepting an api connection failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        connections.spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "api connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(config.drain_timeout) => {
+            tracing::warn!(api.open_connections = connections.len(), "api connections still open after the drain timeout; closing them");
+        }
+    }
+    connections.shutdown().await;
+    Ok(())
 }
+
+/// Pause after a failed accept (e.g. out of file descriptors) before trying again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Counts every request by method and status code and times it.
 async fn count_requests(request: Request, next: Next) -> Response {
@@ -261,7 +330,15 @@ async fn count_requests(request: Request, next: Next) -> Response {
     };
     let started = Instant::now();
     let response = next.run(request).await;
-    let code = response.status().as_u16().to_string();
+    let status = response.status();
+    if status.is_server_error() {
+        tracing::warn!(
+            http.method = method,
+            http.status = status.as_u16(),
+            "api request failed"
+        );
+    }
+    let code = status.as_u16().to_string();
     metrics::counter!("rouse_controller_api_requests_total", "method" => method, "code" => code)
         .increment(1);
     metrics::histogram!("rouse_controller_api_request_duration_seconds", "method" => method)

@@ -172,7 +172,7 @@ pub(super) async fn create<S: ApiStore>(
     body: Body,
 ) -> Reply<Response> {
     let kind = kind_of(&plural)?;
-    let mut value = read_json(&headers, body, state.config.max_body_bytes, JSON).await?;
+    let mut value = read_json(&headers, body, &state.config, JSON).await?;
     prepare(kind, &mut value, &ns, None)?;
     let name = object_name(&value);
     if value.pointer("/metadata/resourceVersion").is_some() {

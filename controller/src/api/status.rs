@@ -91,6 +91,15 @@ impl Failure {
         )
     }
 
+    /// 408: the request body did not arrive in time.
+    pub fn timeout(limit: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "Timeout",
+            format!("the request body did not arrive within {limit:?}"),
+        )
+    }
+
     /// 409: the resourceVersion precondition failed.
     pub fn conflict(subject: Subject<'_>, detail: &str) -> Self {
         Self::new(

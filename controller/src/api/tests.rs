@@ -795,3 +795,58 @@ async fn openapi_describes_every_route() {
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn slow_clients_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start_with(|c| {
+        c.body_read_timeout = Duration::from_millis(200);
+        c.header_read_timeout = Duration::from_millis(200);
+    })
+    .await;
+    let addr = server.client.addr();
+
+    // A body that never completes: 408 with a Status.
+    let mut slow_body = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "POST {SANDBOXES} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+    );
+    slow_body.write_all(head.as_bytes()).await.expect("write");
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read = async {
+        loop {
+            let n = slow_body.read(&mut buf).await.expect("read");
+            response.extend_from_slice(&buf[..n]);
+            if n == 0 || String::from_utf8_lossy(&response).contains("\"code\":408") {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(DEADLINE, read)
+        .await
+        .expect("408 in time");
+    let text = String::from_utf8_lossy(&response);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("\"reason\":\"Timeout\""), "{text}");
+
+    // Headers that never complete: the connection is closed.
+    let mut slow_head = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    slow_head
+        .write_all(b"GET /healthz HTTP/1.1\r\n")
+        .await
+        .expect("write");
+    let closed = async {
+        loop {
+            match slow_head.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(DEADLINE, closed)
+        .await
+        .expect("closed in time");
+    server.stop().await;
+}

@@ -29,7 +29,7 @@ pub(super) async fn replace<S: ApiStore>(
     body: Body,
 ) -> Reply<Response> {
     let kind = kind_of(&plural)?;
-    let mut value = read_json(&headers, body, state.config.max_body_bytes, JSON).await?;
+    let mut value = read_json(&headers, body, &state.config, JSON).await?;
     prepare(kind, &mut value, &ns, Some(&name))?;
     let key = ObjectKey::new(ns, name);
     dispatch!(kind, replace_object(&state, kind, &key, value))
@@ -89,7 +89,7 @@ pub(super) async fn patch<S: ApiStore>(
     body: Body,
 ) -> Reply<Response> {
     let kind = kind_of(&plural)?;
-    let patch = read_json(&headers, body, state.config.max_body_bytes, MERGE_PATCH).await?;
+    let patch = read_json(&headers, body, &state.config, MERGE_PATCH).await?;
     check_patch_identity(kind, &patch, &ns, &name)?;
     let key = ObjectKey::new(ns, name);
     dispatch!(kind, patch_object(&state, kind, &key, patch, Part::Spec))
@@ -103,7 +103,7 @@ pub(super) async fn patch_status<S: ApiStore>(
     body: Body,
 ) -> Reply<Response> {
     let kind = kind_of(&plural)?;
-    let patch = read_json(&headers, body, state.config.max_body_bytes, MERGE_PATCH).await?;
+    let patch = read_json(&headers, body, &state.config, MERGE_PATCH).await?;
     check_patch_identity(kind, &patch, &ns, &name)?;
     let key = ObjectKey::new(ns, name);
     dispatch!(kind, patch_object(&state, kind, &key, patch, Part::Status))
