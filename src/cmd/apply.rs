@@ -91,6 +91,18 @@ async fn apply_one(client: &Client, default_ns: &str, mut doc: Value) -> anyhow:
     if !errors.is_empty() {
         anyhow::bail!("{} is invalid: {}", report.object_ref(), errors.join("; "));
     }
+    for warning in report
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+    {
+        eprintln!(
+            "Warning: {}: {}: {}",
+            report.object_ref(),
+            warning.path,
+            warning.message
+        );
+    }
     let kind = report
         .kind
         .as_deref()

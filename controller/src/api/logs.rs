@@ -40,8 +40,19 @@ pub(super) async fn log<S: ApiStore>(
     let tail = number(&q, "tailLines")?;
     let follow = flag(&q, "follow")?;
     let timeout = number(&q, "timeoutSeconds")?.map(Duration::from_secs);
+    // Names become path parts below the data dir: never let one climb out of it.
+    let safe = |part: &str| {
+        !part.is_empty()
+            && !part.starts_with('.')
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
+    };
+    if !safe(&ns) || !safe(&name) {
+        return Err(Failure::not_found(super::Subject { kind, name: &name }));
+    }
     let key = ObjectKey::new(ns, name);
-    // The sandbox must exist: its name then is a valid object name, safe as a path part.
+    // The sandbox must exist, so a stale file of a deleted namesake is not served.
     Store::<Sandbox>::get(&state.store, &key)
         .await
         .map_err(|e| Failure::from_store(kind, &e))?;

@@ -729,6 +729,10 @@ async fn logs_tail_and_follow() {
         404,
         "NotFound",
     );
+    let climbing = c
+        .get("/v1/namespaces/..%2F..%2Fetc/sandboxes/passwd/log")
+        .await;
+    assert_status(&climbing, 404, "NotFound");
     c.post(SANDBOXES, &sandbox("web")).await;
     // No output yet: an empty log.
     let (status, text) = c.raw_text("GET", &format!("{SANDBOXES}/web/log")).await;
