@@ -225,3 +225,6 @@ fn init(db: &Database, path: &Path) -> Result<u64> {
     }
     Ok(current)
 }
+
+#[cfg(test)]
+mod tests;

@@ -131,12 +131,14 @@ fn create(
         }
     }
     let Some(name) = name else {
-        let NameRequest::Generate(prefix) = request else {
-            unreachable!("a fixed name returns or breaks on the first attempt")
+        // Only generated names get here: a fixed name returns or breaks on the first try.
+        let tried = match &request {
+            NameRequest::Fixed(name) => name.clone(),
+            NameRequest::Generate(prefix) => format!("{prefix}*"),
         };
         return Err(StoreError::AlreadyExists {
             kind: kind.to_owned(),
-            key: ObjectKey::new(namespace, format!("{prefix}*")),
+            key: ObjectKey::new(namespace, tried),
         });
     };
     let key = ObjectKey::new(namespace, name.as_str());

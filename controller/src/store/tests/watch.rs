@@ -229,3 +229,26 @@ async fn streams_end_when_the_store_closes() {
         "closed with the last handle"
     );
 }
+
+#[tokio::test]
+async fn watchers_are_bounded() {
+    let config = EmbeddedStoreConfig {
+        max_watchers: 1,
+        ..Default::default()
+    };
+    let (store, _dir) = temp_store_with(config);
+    let first = Store::<Sandbox>::watch(&store, &ListParams::default(), "0")
+        .await
+        .expect("first watch");
+    let err = Store::<Sandbox>::watch(&store, &ListParams::default(), "0")
+        .await
+        .err()
+        .expect("over the limit");
+    assert!(err.to_string().contains("too many watchers"), "{err}");
+    drop(first);
+    let mut again = Store::<Sandbox>::watch(&store, &ListParams::default(), "0")
+        .await
+        .expect("a closed watch frees its slot");
+    store.create(&sandbox("a")).await.expect("create");
+    assert_eq!(next_event(&mut again).await, ev("Added", "a", 1));
+}
