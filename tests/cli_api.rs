@@ -258,8 +258,17 @@ async fn apply_get_delete() {
     assert!(stderr.contains("spec.podTemplate"), "{stderr}");
     expect(&api.run(&["get", "sandbox", "bad"]).await, 1);
 
-    // Delete.
+    // Delete, and re-create from `get -o yaml` output.
+    let (exported, _) = expect(
+        &api.run(&["get", "sandbox", "hello", "-o", "yaml"]).await,
+        0,
+    );
+    let exported = write(api.data.path(), "exported.yaml", &exported);
     let (stdout, _) = expect(&api.run(&["delete", "sandbox", "hello"]).await, 0);
+    assert_eq!(stdout, "sandbox.agents.x-k8s.io \"hello\" deleted\n");
+    let (stdout, _) = expect(&api.run(&["apply", "-f", &exported]).await, 0);
+    assert_eq!(stdout, "sandbox.agents.x-k8s.io/hello created\n");
+    let (stdout, _) = expect(&api.run(&["delete", "sbx", "hello"]).await, 0);
     assert_eq!(stdout, "sandbox.agents.x-k8s.io \"hello\" deleted\n");
     let (_, stderr) = expect(&api.run(&["delete", "sandbox", "hello"]).await, 1);
     assert!(

@@ -118,6 +118,7 @@ async fn apply_one(client: &Client, default_ns: &str, mut doc: Value) -> anyhow:
         .namespace
         .clone()
         .unwrap_or_else(|| default_ns.to_owned());
+    strip_server_fields(&mut doc);
     doc["metadata"]["namespace"] = json!(ns);
     let name = doc
         .pointer("/metadata/name")
@@ -158,6 +159,29 @@ async fn apply_one(client: &Client, default_ns: &str, mut doc: Value) -> anyhow:
     println!("{}/{stored_name} configured", kind.qualified_singular());
     Ok(())
 }
+
+/// Removes what the server sets, so the output of `rouse get -o yaml` applies anywhere.
+fn strip_server_fields(doc: &mut Value) {
+    if let Some(object) = doc.as_object_mut() {
+        object.remove("status");
+    }
+    if let Some(Value::Object(meta)) = doc.get_mut("metadata") {
+        for field in SERVER_FIELDS {
+            meta.remove(field);
+        }
+    }
+}
+
+/// Metadata fields the server owns.
+const SERVER_FIELDS: [&str; 7] = [
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+];
 
 /// The merge patch a manifest stands for: its labels, annotations and spec.
 fn apply_patch(doc: &Value) -> Value {

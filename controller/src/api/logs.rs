@@ -17,7 +17,7 @@ use rouse_shared::api::Sandbox;
 use rouse_shared::store::{ObjectKey, Store};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::routes::{Query_, flag, kind_of, number, query};
+use super::routes::{QueryParams, flag, kind_of, number, query};
 use super::watch::{StreamGuard, deadline};
 use super::{ApiState, ApiStore, Failure, Kind, Reply};
 
@@ -28,7 +28,7 @@ const CHUNK: usize = 64 * 1024;
 pub(super) async fn log<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Path((ns, plural, name)): Path<(String, String, String)>,
-    q: Query_,
+    q: QueryParams,
 ) -> Reply<Response> {
     let kind = kind_of(&plural)?;
     if kind != Kind::Sandbox {

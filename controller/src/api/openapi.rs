@@ -14,7 +14,7 @@ pub(super) async fn serve() -> Json<Value> {
 }
 
 /// The OpenAPI document, built once.
-pub fn document() -> &'static Value {
+pub(super) fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
     DOC.get_or_init(build)
 }

@@ -22,10 +22,10 @@ use super::selector::{FieldSelector, parse_field_selector, parse_label_selector}
 use super::{ApiState, ApiStore, Failure, Kind, Reply, Subject, dispatch, watch};
 
 /// Query parameters, or axum's rejection of a malformed query string.
-pub(super) type Query_ = Result<Query<HashMap<String, String>>, QueryRejection>;
+pub(super) type QueryParams = Result<Query<HashMap<String, String>>, QueryRejection>;
 
 /// The query parameters, or 400.
-pub(super) fn query(query: Query_) -> Reply<HashMap<String, String>> {
+pub(super) fn query(query: QueryParams) -> Reply<HashMap<String, String>> {
     query
         .map(|Query(q)| q)
         .map_err(|e| Failure::bad_request(format!("invalid query string: {e}")))
@@ -65,7 +65,7 @@ pub(super) fn number(query: &HashMap<String, String>, name: &str) -> Reply<Optio
 pub(super) async fn list_all<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Path(plural): Path<String>,
-    q: Query_,
+    q: QueryParams,
 ) -> Reply<Response> {
     list_or_watch(state, None, &plural, query(q)?).await
 }
@@ -74,7 +74,7 @@ pub(super) async fn list_all<S: ApiStore>(
 pub(super) async fn list<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Path((ns, plural)): Path<(String, String)>,
-    q: Query_,
+    q: QueryParams,
 ) -> Reply<Response> {
     list_or_watch(state, Some(ns), &plural, query(q)?).await
 }
@@ -209,7 +209,7 @@ async fn create_object<K: StoreObject, S: Store<K>>(
 pub(super) async fn delete<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Path((ns, plural, name)): Path<(String, String, String)>,
-    q: Query_,
+    q: QueryParams,
 ) -> Reply<Response> {
     let kind = kind_of(&plural)?;
     let q = query(q)?;
