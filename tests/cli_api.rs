@@ -225,6 +225,8 @@ async fn apply_get_delete() {
     assert!(stdout.contains("kind: Sandbox"), "{stdout}");
     let (stdout, _) = expect(&api.run(&["get", "sandboxes", "-o", "name"]).await, 0);
     assert_eq!(stdout, "sandbox.agents.x-k8s.io/hello\n");
+    let (stdout, _) = expect(&api.run(&["get", "Sandbox/hello", "-o", "name"]).await, 0);
+    assert_eq!(stdout, "sandbox.agents.x-k8s.io/hello\n");
     let (stdout, _) = expect(
         &api.run(&["get", "sandboxes", "-l", "app=other", "-o", "name"])
             .await,
@@ -268,7 +270,7 @@ async fn apply_get_delete() {
     assert_eq!(stdout, "sandbox.agents.x-k8s.io \"hello\" deleted\n");
     let (stdout, _) = expect(&api.run(&["apply", "-f", &exported]).await, 0);
     assert_eq!(stdout, "sandbox.agents.x-k8s.io/hello created\n");
-    let (stdout, _) = expect(&api.run(&["delete", "sbx", "hello"]).await, 0);
+    let (stdout, _) = expect(&api.run(&["delete", "sbx/hello"]).await, 0);
     assert_eq!(stdout, "sandbox.agents.x-k8s.io \"hello\" deleted\n");
     let (_, stderr) = expect(&api.run(&["delete", "sandbox", "hello"]).await, 1);
     assert!(

@@ -240,6 +240,19 @@ pub fn kind_arg(word: &str) -> anyhow::Result<Kind> {
     })
 }
 
+/// The kind and names of `KIND NAME...` or `KIND/NAME` (kubectl accepts both).
+pub fn kind_and_names(word: &str, names: &[String]) -> anyhow::Result<(Kind, Vec<String>)> {
+    match word.split_once('/') {
+        Some((kind, name)) if !name.is_empty() => {
+            let mut all = vec![name.to_owned()];
+            all.extend(names.iter().cloned());
+            Ok((kind_arg(kind)?, all))
+        }
+        Some(_) => bail!("{word:?}: expected KIND/NAME"),
+        None => Ok((kind_arg(word)?, names.to_vec())),
+    }
+}
+
 /// `%`-encodes a query parameter value.
 pub fn encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len());

@@ -4,15 +4,14 @@ use std::process::ExitCode;
 
 use http::Method;
 
-use super::client::{Client, Connection, block_on, is_not_found, kind_arg};
+use super::client::{Client, Connection, block_on, is_not_found, kind_and_names};
 
 /// Arguments of `rouse delete`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Kind (see `rouse get --help`).
+    /// Kind (see `rouse get --help`), or `KIND/NAME`.
     kind: String,
     /// Names of the objects.
-    #[arg(required = true)]
     names: Vec<String>,
     /// Namespace.
     #[arg(short, long, default_value = "default")]
@@ -29,11 +28,14 @@ pub struct Args {
 
 /// Deletes each object; exit status 1 if any failed.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let kind = kind_arg(&args.kind)?;
+    let (kind, names) = kind_and_names(&args.kind, &args.names)?;
+    if names.is_empty() {
+        anyhow::bail!("name what to delete: rouse delete KIND NAME...");
+    }
     let client = args.connection.client()?;
     block_on(async {
         let mut failed = false;
-        for name in &args.names {
+        for name in &names {
             let mut path = Client::object(kind, &args.namespace, name);
             if let Some(policy) = &args.cascade {
                 path.push_str(&format!("?propagationPolicy={policy}"));

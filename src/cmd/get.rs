@@ -6,14 +6,16 @@ use std::process::ExitCode;
 use rouse_controller::api::Kind;
 use serde_json::{Value, json};
 
-use super::client::{Client, Connection, block_on, encode, kind_arg};
+use anyhow::bail;
+
+use super::client::{Client, Connection, block_on, encode, kind_and_names};
 use super::table;
 
 /// Arguments of `rouse get`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Kind: sandbox (sbx), sandboxtemplate, sandboxwarmpool (swp), sandboxclaim,
-    /// sandboxsnapshot (sbxsnap), singular or plural.
+    /// sandboxsnapshot (sbxsnap), singular or plural; or `KIND/NAME`.
     kind: String,
     /// Names of objects; all objects when none is given.
     names: Vec<String>,
@@ -48,15 +50,23 @@ enum Format {
 
 /// Fetches and prints the objects.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let kind = kind_arg(&args.kind)?;
+    let (kind, names) = kind_and_names(&args.kind, &args.names)?;
+    if args.all_namespaces && !names.is_empty() {
+        bail!("a name cannot be combined with --all-namespaces");
+    }
     let client = args.connection.client()?;
-    block_on(get(args, kind, &client))?
+    block_on(get(args, kind, &names, &client))?
 }
 
-async fn get(args: &Args, kind: Kind, client: &Client) -> anyhow::Result<ExitCode> {
+async fn get(
+    args: &Args,
+    kind: Kind,
+    names: &[String],
+    client: &Client,
+) -> anyhow::Result<ExitCode> {
     let mut objects = Vec::new();
     let mut failed = false;
-    if args.names.is_empty() {
+    if names.is_empty() {
         let ns = (!args.all_namespaces).then_some(args.namespace.as_str());
         let mut path = Client::collection(kind, ns);
         if let Some(selector) = &args.selector {
@@ -72,7 +82,7 @@ async fn get(args: &Args, kind: Kind, client: &Client) -> anyhow::Result<ExitCod
             return Ok(ExitCode::SUCCESS);
         }
     } else {
-        for name in &args.names {
+        for name in names {
             match client
                 .get(&Client::object(kind, &args.namespace, name))
                 .await
@@ -85,7 +95,7 @@ async fn get(args: &Args, kind: Kind, client: &Client) -> anyhow::Result<ExitCod
             }
         }
     }
-    let single = args.names.len() == 1 && objects.len() == 1;
+    let single = names.len() == 1 && objects.len() == 1;
     print(args, kind, objects, single)?;
     Ok(if failed {
         ExitCode::FAILURE
