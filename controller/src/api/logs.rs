@@ -9,15 +9,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures::{StreamExt, stream};
 use rouse_shared::api::Sandbox;
-use rouse_shared::store::{ObjectKey, Store};
+use rouse_shared::store::Store;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::routes::{QueryParams, flag, kind_of, number, query};
+use super::routes::{QueryParams, flag, number, query};
+use super::target::Named;
 use super::watch::{StreamGuard, deadline};
 use super::{ApiState, ApiStore, Failure, Kind, Reply};
 
@@ -27,13 +28,14 @@ const CHUNK: usize = 64 * 1024;
 /// `GET .../sandboxes/{name}/log?tailLines=N&follow=true`.
 pub(super) async fn log<S: ApiStore>(
     State(state): State<ApiState<S>>,
-    Path((ns, plural, name)): Path<(String, String, String)>,
+    Named { kind, key }: Named,
     q: QueryParams,
 ) -> Reply<Response> {
-    let kind = kind_of(&plural)?;
     if kind != Kind::Sandbox {
         return Err(Failure::no_route(&format!(
-            "{plural}/{name}/log: only sandboxes have logs"
+            "{}/{}/log: only sandboxes have logs",
+            kind.plural(),
+            key.name
         )));
     }
     let q: HashMap<String, String> = query(q)?;
@@ -48,10 +50,12 @@ pub(super) async fn log<S: ApiStore>(
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
     };
-    if !safe(&ns) || !safe(&name) {
-        return Err(Failure::not_found(super::Subject { kind, name: &name }));
+    if !safe(&key.namespace) || !safe(&key.name) {
+        return Err(Failure::not_found(super::Subject {
+            kind,
+            name: &key.name,
+        }));
     }
-    let key = ObjectKey::new(ns, name);
     // The sandbox must exist, so a stale file of a deleted namesake is not served.
     Store::<Sandbox>::get(&state.store, &key)
         .await

@@ -3,8 +3,9 @@
 //! Routes (all but `/healthz` need `Authorization: Bearer <token>` when a token is set):
 //! `/v1/namespaces/{ns}/{plural}` (list, watch, create), `/v1/{plural}` (all namespaces),
 //! `/v1/namespaces/{ns}/{plural}/{name}` (get, replace, merge patch, delete) with the `status`,
-//! `suspend`, `resume` and `log` subresources, and `/openapi.json`. Errors are Kubernetes
-//! `Status` objects; `docs/rest-api.md` describes every route.
+//! `suspend`, `resume` and `log` subresources, and `/openapi.json`. The same routes answer under
+//! the Kubernetes prefix `/apis/{group}/{version}`, so Kubernetes client libraries work too.
+//! Errors are Kubernetes `Status` objects; `docs/rest-api.md` describes every route.
 
 mod auth;
 mod body;
@@ -16,6 +17,7 @@ mod openapi;
 mod routes;
 mod selector;
 mod status;
+mod target;
 #[cfg(test)]
 mod tests;
 mod update;
@@ -205,29 +207,33 @@ impl<S: ApiStore> ApiState<S> {
 pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) -> Router {
     state.shutdown = shutdown;
     let token = Arc::new(state.config.token.clone());
-    let one = "/v1/namespaces/{ns}/{plural}/{name}";
-    let api = Router::new()
-        .route("/openapi.json", get(openapi::serve))
-        .route("/v1/{plural}", get(routes::list_all::<S>))
-        .route(
-            "/v1/namespaces/{ns}/{plural}",
-            get(routes::list::<S>).post(routes::create::<S>),
-        )
-        .route(
-            one,
-            get(routes::get::<S>)
-                .put(update::replace::<S>)
-                .patch(update::patch::<S>)
-                .delete(routes::delete::<S>),
-        )
-        .route(
-            &format!("{one}/status"),
-            get(routes::get_status::<S>).patch(update::patch_status::<S>),
-        )
-        .route(&format!("{one}/suspend"), post(update::suspend::<S>))
-        .route(&format!("{one}/resume"), post(update::resume::<S>))
-        .route(&format!("{one}/log"), get(logs::log::<S>))
-        .layer(middleware::from_fn_with_state(token, auth::require_token));
+    let mut api = Router::new().route("/openapi.json", get(openapi::serve));
+    // The same routes under Rouse's short prefix and under the Kubernetes path of each group
+    // and version, so Kubernetes clients given this server's address work unchanged.
+    for prefix in ["/v1", "/apis/{group}/{version}"] {
+        let one = format!("{prefix}/namespaces/{{ns}}/{{plural}}/{{name}}");
+        api = api
+            .route(&format!("{prefix}/{{plural}}"), get(routes::list::<S>))
+            .route(
+                &format!("{prefix}/namespaces/{{ns}}/{{plural}}"),
+                get(routes::list::<S>).post(routes::create::<S>),
+            )
+            .route(
+                &one,
+                get(routes::get::<S>)
+                    .put(update::replace::<S>)
+                    .patch(update::patch::<S>)
+                    .delete(routes::delete::<S>),
+            )
+            .route(
+                &format!("{one}/status"),
+                get(routes::get_status::<S>).patch(update::patch_status::<S>),
+            )
+            .route(&format!("{one}/suspend"), post(update::suspend::<S>))
+            .route(&format!("{one}/resume"), post(update::resume::<S>))
+            .route(&format!("{one}/log"), get(logs::log::<S>));
+    }
+    let api = api.layer(middleware::from_fn_with_state(token, auth::require_token));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .merge(api)

@@ -82,7 +82,7 @@ fn build() -> Value {
         "info": {
             "title": "Rouse REST API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The sandbox kinds of agents.x-k8s.io and extensions.agents.x-k8s.io v1beta1 with Kubernetes semantics.",
+            "description": "The sandbox kinds of agents.x-k8s.io and extensions.agents.x-k8s.io v1beta1 with Kubernetes semantics. Every /v1/... path is also served as /apis/{group}/v1beta1/... with the kind's group.",
         },
         "security": [{"bearer": []}],
         "components": {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use kube::ResourceExt;
@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::body::{JSON, read_json};
 use super::check::{object_name, prepare, validated};
 use super::selector::{FieldSelector, parse_field_selector, parse_label_selector};
+use super::target::{Collection, Named};
 use super::{ApiState, ApiStore, Failure, Kind, Reply, Subject, dispatch, watch};
 
 /// Query parameters, or axum's rejection of a malformed query string.
@@ -29,11 +30,6 @@ pub(super) fn query(query: QueryParams) -> Reply<HashMap<String, String>> {
     query
         .map(|Query(q)| q)
         .map_err(|e| Failure::bad_request(format!("invalid query string: {e}")))
-}
-
-/// The kind a URL plural names, or 404.
-pub(super) fn kind_of(plural: &str) -> Reply<Kind> {
-    Kind::from_plural(plural).ok_or_else(|| Failure::no_route(plural))
 }
 
 /// A boolean query parameter (`true`/`1`/`false`/`0`), or 400.
@@ -61,31 +57,14 @@ pub(super) fn number(query: &HashMap<String, String>, name: &str) -> Reply<Optio
         .transpose()
 }
 
-/// `GET /v1/{plural}`: list or watch in every namespace.
-pub(super) async fn list_all<S: ApiStore>(
-    State(state): State<ApiState<S>>,
-    Path(plural): Path<String>,
-    q: QueryParams,
-) -> Reply<Response> {
-    list_or_watch(state, None, &plural, query(q)?).await
-}
-
-/// `GET /v1/namespaces/{ns}/{plural}`: list or watch in one namespace.
+/// `GET /v1/{plural}` and `GET /v1/namespaces/{ns}/{plural}`: list or watch, in every
+/// namespace or one.
 pub(super) async fn list<S: ApiStore>(
     State(state): State<ApiState<S>>,
-    Path((ns, plural)): Path<(String, String)>,
+    Collection { kind, namespace }: Collection,
     q: QueryParams,
 ) -> Reply<Response> {
-    list_or_watch(state, Some(ns), &plural, query(q)?).await
-}
-
-async fn list_or_watch<S: ApiStore>(
-    state: ApiState<S>,
-    namespace: Option<String>,
-    plural: &str,
-    q: HashMap<String, String>,
-) -> Reply<Response> {
-    let kind = kind_of(plural)?;
+    let q = query(q)?;
     let selector = parse_label_selector(q.get("labelSelector").map_or("", String::as_str))
         .map_err(|e| Failure::bad_request(format!("invalid labelSelector: {e}")))?;
     let fields = parse_field_selector(q.get("fieldSelector").map_or("", String::as_str))
@@ -136,19 +115,17 @@ async fn list_objects<K: StoreObject, S: Store<K>>(
 /// `GET .../{name}` and `GET .../{name}/status`: one object.
 pub(super) async fn get<S: ApiStore>(
     State(state): State<ApiState<S>>,
-    Path((ns, plural, name)): Path<(String, String, String)>,
+    Named { kind, key }: Named,
 ) -> Reply<Response> {
-    let kind = kind_of(&plural)?;
-    let key = ObjectKey::new(ns, name);
     dispatch!(kind, get_object(&state, kind, &key))
 }
 
 /// `GET .../{name}/status`: the object, as Kubernetes returns it for the status subresource.
 pub(super) async fn get_status<S: ApiStore>(
     state: State<ApiState<S>>,
-    path: Path<(String, String, String)>,
+    target: Named,
 ) -> Reply<Response> {
-    get(state, path).await
+    get(state, target).await
 }
 
 async fn get_object<K: StoreObject, S: Store<K>>(
@@ -167,11 +144,13 @@ async fn get_object<K: StoreObject, S: Store<K>>(
 /// `POST /v1/namespaces/{ns}/{plural}`: create.
 pub(super) async fn create<S: ApiStore>(
     State(state): State<ApiState<S>>,
-    Path((ns, plural)): Path<(String, String)>,
+    Collection { kind, namespace }: Collection,
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
-    let kind = kind_of(&plural)?;
+    let Some(ns) = namespace else {
+        return Err(Failure::method_not_allowed("POST"));
+    };
     let mut value = read_json(&headers, body, &state.config, JSON).await?;
     prepare(kind, &mut value, &ns, None)?;
     let name = object_name(&value);
@@ -208,10 +187,9 @@ async fn create_object<K: StoreObject, S: Store<K>>(
 /// `DELETE .../{name}`: delete, with an optional `?propagationPolicy=`.
 pub(super) async fn delete<S: ApiStore>(
     State(state): State<ApiState<S>>,
-    Path((ns, plural, name)): Path<(String, String, String)>,
+    Named { kind, key }: Named,
     q: QueryParams,
 ) -> Reply<Response> {
-    let kind = kind_of(&plural)?;
     let q = query(q)?;
     let propagation = match q.get("propagationPolicy").map(String::as_str) {
         None => None,
@@ -228,7 +206,6 @@ pub(super) async fn delete<S: ApiStore>(
         propagation,
         ..DeleteParams::default()
     };
-    let key = ObjectKey::new(ns, name);
     dispatch!(kind, delete_object(&state, kind, &key, &params))
 }
 

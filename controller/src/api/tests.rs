@@ -2,6 +2,7 @@
 //! an in-memory store.
 
 mod client;
+mod kube_client;
 mod memory;
 mod streams;
 

@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use rouse_shared::store::{ObjectKey, Patch, Store, StoreError, StoreObject};
@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::body::{JSON, MERGE_PATCH, read_json};
 use super::check::{check_patch_identity, prepare, resource_version, to_object, validated};
 use super::merge::{diff, merge_patch};
-use super::routes::kind_of;
+use super::target::Named;
 use super::{ApiState, ApiStore, Failure, Kind, Reply, Subject, dispatch};
 
 /// How often a patch is retried when the object changed between read and write; a client's
@@ -24,14 +24,12 @@ const PATCH_ATTEMPTS: usize = 5;
 /// spec; `metadata.resourceVersion` in the body is a precondition.
 pub(super) async fn replace<S: ApiStore>(
     State(state): State<ApiState<S>>,
-    Path((ns, plural, name)): Path<(String, String, String)>,
+    Named { kind, key }: Named,
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
-    let kind = kind_of(&plural)?;
     let mut value = read_json(&headers, body, &state.config, JSON).await?;
-    prepare(kind, &mut value, &ns, Some(&name))?;
-    let key = ObjectKey::new(ns, name);
+    prepare(kind, &mut value, &key.namespace, Some(&key.name))?;
     dispatch!(kind, replace_object(&state, kind, &key, value))
 }
 
@@ -84,59 +82,55 @@ async fn replace_object<K: StoreObject, S: Store<K>>(
 /// `PATCH .../{name}`: a JSON merge patch of metadata and spec.
 pub(super) async fn patch<S: ApiStore>(
     State(state): State<ApiState<S>>,
-    Path((ns, plural, name)): Path<(String, String, String)>,
+    Named { kind, key }: Named,
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
-    let kind = kind_of(&plural)?;
     let patch = read_json(&headers, body, &state.config, MERGE_PATCH).await?;
-    check_patch_identity(kind, &patch, &ns, &name)?;
-    let key = ObjectKey::new(ns, name);
+    check_patch_identity(kind, &patch, &key.namespace, &key.name)?;
     dispatch!(kind, patch_object(&state, kind, &key, patch, Part::Spec))
 }
 
 /// `PATCH .../{name}/status`: a JSON merge patch of the status.
 pub(super) async fn patch_status<S: ApiStore>(
     State(state): State<ApiState<S>>,
-    Path((ns, plural, name)): Path<(String, String, String)>,
+    Named { kind, key }: Named,
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
-    let kind = kind_of(&plural)?;
     let patch = read_json(&headers, body, &state.config, MERGE_PATCH).await?;
-    check_patch_identity(kind, &patch, &ns, &name)?;
-    let key = ObjectKey::new(ns, name);
+    check_patch_identity(kind, &patch, &key.namespace, &key.name)?;
     dispatch!(kind, patch_object(&state, kind, &key, patch, Part::Status))
 }
 
 /// `POST .../sandboxes/{name}/suspend`: sets `spec.operatingMode: Suspended`.
 pub(super) async fn suspend<S: ApiStore>(
     state: State<ApiState<S>>,
-    path: Path<(String, String, String)>,
+    target: Named,
 ) -> Reply<Response> {
-    set_mode(state, path, "Suspended").await
+    set_mode(state, target, "Suspended").await
 }
 
 /// `POST .../sandboxes/{name}/resume`: sets `spec.operatingMode: Running`.
 pub(super) async fn resume<S: ApiStore>(
     state: State<ApiState<S>>,
-    path: Path<(String, String, String)>,
+    target: Named,
 ) -> Reply<Response> {
-    set_mode(state, path, "Running").await
+    set_mode(state, target, "Running").await
 }
 
 async fn set_mode<S: ApiStore>(
     State(state): State<ApiState<S>>,
-    Path((ns, plural, name)): Path<(String, String, String)>,
+    Named { kind, key }: Named,
     mode: &str,
 ) -> Reply<Response> {
-    let kind = kind_of(&plural)?;
     if kind != Kind::Sandbox {
         return Err(Failure::no_route(&format!(
-            "{plural}/{name}: only sandboxes suspend and resume"
+            "{}/{}: only sandboxes suspend and resume",
+            kind.plural(),
+            key.name
         )));
     }
-    let key = ObjectKey::new(ns, name);
     patch_object::<rouse_shared::api::Sandbox, S>(
         &state,
         kind,
