@@ -43,6 +43,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use auth::load_or_create_token;
 pub use kinds::Kind;
@@ -285,7 +286,7 @@ pub async fn serve<S: ApiStore>(
                 Err(_) => break,
             },
         };
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -303,12 +304,16 @@ pub async fn serve<S: ApiStore>(
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
         let connection = graceful.watch(connection);
-        connections.spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "api connection ended with an error");
+        let span = tracing::debug_span!("api_connection", client.addr = %peer);
+        connections.spawn(
+            async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "api connection ended with an error");
+                }
+                drop(slot);
             }
-            drop(slot);
-        });
+            .instrument(span),
+        );
     }
     drop(listener);
     tokio::select! {
