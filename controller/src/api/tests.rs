@@ -616,3 +616,38 @@ async fn openapi_describes_every_route() {
     }
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_patches_lose_no_update() {
+    let server = Server::embedded().await;
+    let c = &server.client;
+    c.post(SANDBOXES, &sandbox("web")).await;
+    let writers = (0..8).map(|i| async move {
+        let patch = json!({"metadata": {"labels": {format!("writer-{i}"): "yes"}}});
+        let (status, body) = c
+            .patch(
+                &format!("{SANDBOXES}/web"),
+                "application/merge-patch+json",
+                &patch,
+            )
+            .await;
+        (i, status, body)
+    });
+    let results = futures::future::join_all(writers).await;
+    let (_, stored) = c.get(&format!("{SANDBOXES}/web")).await;
+    let mut succeeded = 0;
+    for (i, status, body) in results {
+        let label = &stored["metadata"]["labels"][format!("writer-{i}")];
+        match status.as_u16() {
+            200 => {
+                succeeded += 1;
+                assert_eq!(label, "yes", "writer {i} succeeded but its label is gone");
+            }
+            // Kubernetes too gives up after a few conflicting retries; then nothing was written.
+            409 => assert!(label.is_null(), "writer {i} failed but wrote: {body}"),
+            other => panic!("writer {i}: unexpected {other}: {body}"),
+        }
+    }
+    assert!(succeeded > 0);
+    server.stop().await;
+}

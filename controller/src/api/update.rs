@@ -44,13 +44,45 @@ async fn replace_object<K: StoreObject, S: Store<K>>(
 ) -> Reply<Response> {
     let fail = |e: StoreError| Failure::from_store(kind, &e);
     let desired = to_object(&validated::<K>(kind, value)?)?;
-    let current: K = state.store.get(key).await.map_err(fail)?;
-    let current = to_object(&current)?;
     let wanted_version = desired
         .get("metadata")
         .and_then(|m| m.get("resourceVersion"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    for attempt in 1..=PATCH_ATTEMPTS {
+        let current: K = state.store.get(key).await.map_err(fail)?;
+        let current = to_object(&current)?;
+        let patch = diff(&current, &replaced(&current, &desired));
+        // Without a version from the client the replace is unconditional; the version read
+        // here only guards against writing a diff computed from a state that moved.
+        let version = wanted_version
+            .clone()
+            .unwrap_or_else(|| resource_version(&current));
+        let result = state
+            .store
+            .patch(key, &Patch::Merge(patch).with_resource_version(&version))
+            .await;
+        match result {
+            Ok(stored) => return Ok(Json::<K>(stored).into_response()),
+            Err(StoreError::Conflict { .. })
+                if wanted_version.is_none() && attempt < PATCH_ATTEMPTS =>
+            {
+                tracing::debug!(object.key = %key, replace.attempt = attempt, "object changed during replace; retrying");
+            }
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    Err(Failure::conflict(
+        Subject {
+            kind,
+            name: &key.name,
+        },
+        "the object kept changing; try again",
+    ))
+}
+
+/// `current` with the client-owned metadata and the spec of `desired`.
+fn replaced(current: &Map<String, Value>, desired: &Map<String, Value>) -> Map<String, Value> {
     let mut target = current.clone();
     let empty = Map::new();
     let desired_meta = desired
@@ -69,14 +101,7 @@ async fn replace_object<K: StoreObject, S: Store<K>>(
         Some(spec) => target.insert("spec".to_owned(), spec.clone()),
         None => target.remove("spec"),
     };
-    let patch = diff(&current, &target);
-    let version = wanted_version.unwrap_or_else(|| resource_version(&current));
-    let stored: K = state
-        .store
-        .patch(key, &Patch::Merge(patch).with_resource_version(&version))
-        .await
-        .map_err(fail)?;
-    Ok(Json(stored).into_response())
+    target
 }
 
 /// `PATCH .../{name}`: a JSON merge patch of metadata and spec.
