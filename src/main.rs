@@ -20,19 +20,45 @@ enum Command {
     Crds(cmd::crds::Args),
     /// Check manifests of the sandbox kinds; `-` reads standard input.
     Validate(cmd::validate::Args),
+    /// Create or update objects from manifests.
+    Apply(cmd::apply::Args),
+    /// Show objects of a kind.
+    Get(cmd::get::Args),
+    /// Delete objects.
+    Delete(cmd::delete::Args),
+    /// Suspend sandboxes: stop the workload, keep the volumes.
+    Suspend(cmd::mode::Args),
+    /// Resume suspended sandboxes.
+    Resume(cmd::mode::Args),
+    /// Wait until an object has a condition, or is deleted.
+    Wait(cmd::wait::Args),
+    /// Print a sandbox's workload output.
+    Logs(cmd::logs::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Crds(args) => cmd::crds::run(&args),
-        Command::Validate(args) => cmd::validate::run(&args),
+    let (result, error_code) = match cli.command {
+        Command::Crds(args) => (cmd::crds::run(&args), 2),
+        Command::Validate(args) => (cmd::validate::run(&args), 2),
+        // The API commands exit 1 on any error, as kubectl does.
+        Command::Apply(args) => (cmd::apply::run(&args), 1),
+        Command::Get(args) => (cmd::get::run(&args), 1),
+        Command::Delete(args) => (cmd::delete::run(&args), 1),
+        Command::Suspend(args) => (cmd::mode::run(&args, cmd::mode::Action::Suspend), 1),
+        Command::Resume(args) => (cmd::mode::run(&args, cmd::mode::Action::Resume), 1),
+        Command::Wait(args) => (cmd::wait::run(&args), 1),
+        Command::Logs(args) => (cmd::logs::run(&args), 1),
     };
     match result {
         Ok(code) => code,
+        Err(err) if err.downcast_ref::<cmd::client::ServerError>().is_some() => {
+            eprintln!("{err}");
+            ExitCode::from(error_code)
+        }
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::from(2)
+            ExitCode::from(error_code)
         }
     }
 }

@@ -5,6 +5,7 @@
 //! ([`sandbox::reconcile_sandbox`]) that both modes call: the kube-runtime controller in
 //! Kubernetes mode and the store-watch driver in standalone mode.
 
+pub mod api;
 pub mod platform;
 pub mod run;
 pub mod sandbox;

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod crds;
+pub mod datadir;
 pub mod manifest;
 pub mod names;
 pub mod store;

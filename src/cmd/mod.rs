@@ -1,4 +1,12 @@
 //! One module per subcommand: parse its arguments, do the work through the libraries, print.
 
+pub mod apply;
+pub mod client;
 pub mod crds;
+pub mod delete;
+pub mod get;
+pub mod logs;
+pub mod mode;
+pub mod table;
 pub mod validate;
+pub mod wait;

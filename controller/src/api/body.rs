@@ -1,0 +1,70 @@
+//! Reading request bodies: content type, size limit and JSON parsing, each with its own
+//! `Status`.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, header};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde_json::Value;
+
+use super::{ApiConfig, Failure};
+
+/// Content types a create or replace accepts.
+pub(crate) const JSON: &[&str] = &["application/json"];
+/// Content types a patch accepts: a merge patch, or plain JSON read as one.
+pub(crate) const MERGE_PATCH: &[&str] = &["application/merge-patch+json", "application/json"];
+
+/// Reads a JSON object body sent as one of `accepted` types, within the config's size and
+/// time limits.
+pub(crate) async fn read_json(
+    headers: &HeaderMap,
+    body: Body,
+    config: &ApiConfig,
+    accepted: &[&str],
+) -> Result<Value, Failure> {
+    let limit = config.max_body_bytes;
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("(not text)"))
+        .unwrap_or("(none)");
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if !accepted.contains(&essence.as_str()) {
+        return Err(Failure::unsupported_media_type(content_type, accepted));
+    }
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(Failure::too_large(limit));
+    }
+    let collected = tokio::time::timeout(
+        config.body_read_timeout,
+        Limited::new(body, limit).collect(),
+    )
+    .await
+    .map_err(|_| Failure::timeout(config.body_read_timeout))?;
+    let bytes = match collected {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            return Err(Failure::too_large(limit));
+        }
+        Err(e) => {
+            return Err(Failure::bad_request(format!(
+                "cannot read the request body: {e}"
+            )));
+        }
+    };
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Failure::bad_request(format!("the request body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Failure::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}

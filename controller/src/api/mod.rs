@@ -1,0 +1,358 @@
+//! The REST API: the sandbox kinds over HTTP with Kubernetes semantics, on any [`Store`].
+//!
+//! Routes (all but `/healthz` need `Authorization: Bearer <token>` when a token is set):
+//! `/v1/namespaces/{ns}/{plural}` (list, watch, create), `/v1/{plural}` (all namespaces),
+//! `/v1/namespaces/{ns}/{plural}/{name}` (get, replace, merge patch, delete) with the `status`,
+//! `suspend`, `resume` and `log` subresources, and `/openapi.json`. The same routes answer under
+//! the Kubernetes prefix `/apis/{group}/{version}`, so Kubernetes client libraries work too.
+//! Errors are Kubernetes `Status` objects; `docs/rest-api.md` describes every route.
+
+mod auth;
+mod body;
+mod check;
+mod kinds;
+mod logs;
+mod merge;
+mod openapi;
+mod routes;
+mod selector;
+mod status;
+mod target;
+#[cfg(test)]
+mod tests;
+mod update;
+mod watch;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use rouse_shared::api::{Sandbox, SandboxClaim, SandboxSnapshot, SandboxTemplate, SandboxWarmPool};
+use rouse_shared::store::Store;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+pub use auth::load_or_create_token;
+pub use kinds::Kind;
+pub(crate) use kinds::dispatch;
+pub use merge::merge_patch;
+pub use selector::{FieldSelector, parse_field_selector, parse_label_selector};
+pub use status::{Failure, Reply, Subject};
+
+/// A store holding every kind the API serves.
+pub trait ApiStore:
+    Store<Sandbox>
+    + Store<SandboxTemplate>
+    + Store<SandboxWarmPool>
+    + Store<SandboxClaim>
+    + Store<SandboxSnapshot>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> ApiStore for S where
+    S: Store<Sandbox>
+        + Store<SandboxTemplate>
+        + Store<SandboxWarmPool>
+        + Store<SandboxClaim>
+        + Store<SandboxSnapshot>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// Why serving the API or handling its token failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Accepting or serving connections failed.
+    #[error("serving the REST API failed")]
+    Serve(#[source] std::io::Error),
+    /// The token file exists but cannot be read.
+    #[error("cannot read the API token file {}", path.display())]
+    ReadToken {
+        /// The token file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The token file cannot be created or written.
+    #[error("cannot write the API token file {}", path.display())]
+    WriteToken {
+        /// The token file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The token file is empty.
+    #[error("the API token file {} is empty; delete it to make a new token", path.display())]
+    EmptyToken {
+        /// The token file.
+        path: PathBuf,
+    },
+}
+
+impl Error {
+    /// A fixed label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Serve(_) => "serve",
+            Error::ReadToken { .. } => "read_token",
+            Error::WriteToken { .. } => "write_token",
+            Error::EmptyToken { .. } => "empty_token",
+        }
+    }
+}
+
+/// Result of the API's setup calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Settings of the REST API.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Address to listen on; default `127.0.0.1:7070`. `serve` takes a bound listener, so this
+    /// is what the caller binds.
+    pub listen: SocketAddr,
+    /// The bearer token every request but `/healthz` must carry; `None` disables auth
+    /// (`--no-auth`).
+    pub token: Option<String>,
+    /// The data directory; workload logs are read from `{data}/logs/`.
+    pub data_dir: PathBuf,
+    /// Largest request body accepted, in bytes; default 1 MiB (larger: 413).
+    pub max_body_bytes: usize,
+    /// Most watch and log-follow streams open at once; default 256 (more: 503).
+    pub max_streams: usize,
+    /// Longest a watch or log follow stays open; default 30 minutes (clients reconnect).
+    pub max_stream_duration: Duration,
+    /// How often a followed log file is checked for new output; default 200ms.
+    pub log_poll_interval: Duration,
+    /// Most connections open at once; default 1024 (more wait to be accepted).
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers; default 10s.
+    pub header_read_timeout: Duration,
+    /// How long a request body may take to arrive; default 30s (slower: 408).
+    pub body_read_timeout: Duration,
+    /// How long shutdown waits for open requests; default 10s.
+    pub drain_timeout: Duration,
+}
+
+impl ApiConfig {
+    /// The default address: `127.0.0.1:7070`.
+    pub const DEFAULT_LISTEN: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 7070);
+
+    /// A config with the given token and data directory and defaults for the rest.
+    pub fn new(token: Option<String>, data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            listen: Self::DEFAULT_LISTEN,
+            token,
+            data_dir: data_dir.into(),
+            max_body_bytes: 1024 * 1024,
+            max_streams: 256,
+            max_stream_duration: Duration::from_secs(30 * 60),
+            log_poll_interval: Duration::from_millis(200),
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What every handler shares: the store, the config and the stream budget.
+#[derive(Clone)]
+pub struct ApiState<S> {
+    store: S,
+    config: Arc<ApiConfig>,
+    streams: Arc<Semaphore>,
+    shutdown: CancellationToken,
+}
+
+impl<S: ApiStore> ApiState<S> {
+    /// State serving `store` with `config`.
+    pub fn new(store: S, config: ApiConfig) -> Self {
+        Self {
+            store,
+            streams: Arc::new(Semaphore::new(config.max_streams)),
+            config: Arc::new(config),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> &ApiConfig {
+        &self.config
+    }
+}
+
+/// The API as an axum router; streams end when `shutdown` is cancelled.
+pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) -> Router {
+    state.shutdown = shutdown;
+    let token = Arc::new(state.config.token.clone());
+    let mut api = Router::new().route("/openapi.json", get(openapi::serve));
+    // The same routes under Rouse's short prefix and under the Kubernetes path of each group
+    // and version, so Kubernetes clients given this server's address work unchanged.
+    for prefix in ["/v1", "/apis/{group}/{version}"] {
+        let one = format!("{prefix}/namespaces/{{ns}}/{{plural}}/{{name}}");
+        api = api
+            .route(&format!("{prefix}/{{plural}}"), get(routes::list::<S>))
+            .route(
+                &format!("{prefix}/namespaces/{{ns}}/{{plural}}"),
+                get(routes::list::<S>).post(routes::create::<S>),
+            )
+            .route(
+                &one,
+                get(routes::get::<S>)
+                    .put(update::replace::<S>)
+                    .patch(update::patch::<S>)
+                    .delete(routes::delete::<S>),
+            )
+            .route(
+                &format!("{one}/status"),
+                get(routes::get_status::<S>).patch(update::patch_status::<S>),
+            )
+            .route(&format!("{one}/suspend"), post(update::suspend::<S>))
+            .route(&format!("{one}/resume"), post(update::resume::<S>))
+            .route(&format!("{one}/log"), get(logs::log::<S>));
+    }
+    let api = api.layer(middleware::from_fn_with_state(token, auth::require_token));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(api)
+        .fallback(|request: Request| async move {
+            Failure::no_route(request.uri().path()).into_response()
+        })
+        .method_not_allowed_fallback(|request: Request| async move {
+            Failure::method_not_allowed(request.method().as_str()).into_response()
+        })
+        .layer(middleware::from_fn(count_requests))
+        .with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown` is cancelled, then drains open requests for
+/// at most [`ApiConfig::drain_timeout`] (open watches and log follows end at once).
+///
+/// # Example
+/// ```no_run
+/// # async fn run(store: impl rouse_controller::api::ApiStore) -> Result<(), rouse_controller::api::Error> {
+/// use rouse_controller::api::{ApiConfig, ApiState, Error, serve};
+/// let config = ApiConfig::new(Some("secret".into()), "/var/lib/rouse");
+/// let listener = tokio::net::TcpListener::bind(config.listen).await.map_err(Error::Serve)?;
+/// serve(listener, ApiState::new(store, config), tokio_util::sync::CancellationToken::new()).await
+/// # }
+/// ```
+pub async fn serve<S: ApiStore>(
+    listener: TcpListener,
+    state: ApiState<S>,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let config = state.config.clone();
+    let app = router(state, shutdown.clone());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout);
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let mut connections = JoinSet::new();
+    tracing::info!(api.addr = ?listener.local_addr().ok(), "rest api listening");
+    loop {
+        // Reap finished connections so the set stays as small as the open ones.
+        while connections.try_join_next().is_some() {}
+        let slot = tokio::select! {
+            () = shutdown.cancelled() => break,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: count, back off briefly, go on.
+                    metrics::counter!("rouse_controller_api_accept_errors_total").increment(1);
+                    tracing::warn!(error = %e, "accepting an api connection failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        let span = tracing::debug_span!("api_connection", client.addr = %peer);
+        connections.spawn(
+            async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "api connection ended with an error");
+                }
+                drop(slot);
+            }
+            .instrument(span),
+        );
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(config.drain_timeout) => {
+            tracing::warn!(api.open_connections = connections.len(), "api connections still open after the drain timeout; closing them");
+        }
+    }
+    connections.shutdown().await;
+    Ok(())
+}
+
+/// Pause after a failed accept (e.g. out of file descriptors) before trying again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Counts every request by method and status code and times it.
+async fn count_requests(request: Request, next: Next) -> Response {
+    let method = match *request.method() {
+        axum::http::Method::GET => "GET",
+        axum::http::Method::POST => "POST",
+        axum::http::Method::PUT => "PUT",
+        axum::http::Method::PATCH => "PATCH",
+        axum::http::Method::DELETE => "DELETE",
+        _ => "other",
+    };
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status();
+    if status.is_server_error() {
+        tracing::warn!(
+            http.method = method,
+            http.status = status.as_u16(),
+            "api request failed"
+        );
+    }
+    let code = status.as_u16().to_string();
+    metrics::counter!("rouse_controller_api_requests_total", "method" => method, "code" => code)
+        .increment(1);
+    metrics::histogram!("rouse_controller_api_request_duration_seconds", "method" => method)
+        .record(started.elapsed().as_secs_f64());
+    response
+}

@@ -1,0 +1,227 @@
+//! The read, create and delete routes: list, get, create, delete, plus the query-parameter
+//! helpers every route uses. Each handler resolves the URL's plural to a [`Kind`] and runs a
+//! generic function for that kind's type.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use kube::ResourceExt;
+use rouse_shared::store::{
+    DeleteParams, Deletion, ListParams, ObjectKey, Propagation, Store, StoreObject,
+};
+use serde_json::{Value, json};
+
+use super::body::{JSON, read_json};
+use super::check::{object_name, prepare, validated};
+use super::selector::{FieldSelector, parse_field_selector, parse_label_selector};
+use super::target::{Collection, Named};
+use super::{ApiState, ApiStore, Failure, Kind, Reply, Subject, dispatch, watch};
+
+/// Query parameters, or axum's rejection of a malformed query string.
+pub(super) type QueryParams = Result<Query<HashMap<String, String>>, QueryRejection>;
+
+/// The query parameters, or 400.
+pub(super) fn query(query: QueryParams) -> Reply<HashMap<String, String>> {
+    query
+        .map(|Query(q)| q)
+        .map_err(|e| Failure::bad_request(format!("invalid query string: {e}")))
+}
+
+/// A boolean query parameter (`true`/`1`/`false`/`0`), or 400.
+pub(super) fn flag(query: &HashMap<String, String>, name: &str) -> Reply<bool> {
+    match query.get(name).map(String::as_str) {
+        None | Some("false" | "0" | "") => Ok(false),
+        Some("true" | "1") => Ok(true),
+        Some(other) => Err(Failure::bad_request(format!(
+            "query parameter {name} must be true or false, got {other:?}"
+        ))),
+    }
+}
+
+/// A whole-number query parameter, or 400.
+pub(super) fn number(query: &HashMap<String, String>, name: &str) -> Reply<Option<u64>> {
+    query
+        .get(name)
+        .map(|v| {
+            v.parse::<u64>().map_err(|_| {
+                Failure::bad_request(format!(
+                    "query parameter {name} must be a non-negative integer, got {v:?}"
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// `GET /v1/{plural}` and `GET /v1/namespaces/{ns}/{plural}`: list or watch, in every
+/// namespace or one.
+pub(super) async fn list<S: ApiStore>(
+    State(state): State<ApiState<S>>,
+    Collection { kind, namespace }: Collection,
+    q: QueryParams,
+) -> Reply<Response> {
+    let q = query(q)?;
+    let selector = parse_label_selector(q.get("labelSelector").map_or("", String::as_str))
+        .map_err(|e| Failure::bad_request(format!("invalid labelSelector: {e}")))?;
+    let fields = parse_field_selector(q.get("fieldSelector").map_or("", String::as_str))
+        .map_err(|e| Failure::bad_request(format!("invalid fieldSelector: {e}")))?;
+    let params = ListParams {
+        namespace,
+        selector,
+    };
+    if flag(&q, "watch")? {
+        let request = watch::WatchRequest {
+            kind,
+            params,
+            fields,
+            resource_version: q.get("resourceVersion").cloned(),
+            timeout: number(&q, "timeoutSeconds")?.map(std::time::Duration::from_secs),
+            bookmarks: flag(&q, "allowWatchBookmarks")?,
+        };
+        return watch::watch(state, request).await;
+    }
+    dispatch!(kind, list_objects(&state, kind, &params, &fields))
+}
+
+async fn list_objects<K: StoreObject, S: Store<K>>(
+    state: &ApiState<S>,
+    kind: Kind,
+    params: &ListParams,
+    fields: &FieldSelector,
+) -> Reply<Response> {
+    let list = state
+        .store
+        .list(params)
+        .await
+        .map_err(|e| Failure::from_store(kind, &e))?;
+    let items: Vec<&K> = list
+        .items
+        .iter()
+        .filter(|o| fields.name.as_deref().is_none_or(|n| o.name_any() == n))
+        .collect();
+    Ok(Json(json!({
+        "apiVersion": kind.api_version(),
+        "kind": format!("{}List", kind.kind()),
+        "metadata": {"resourceVersion": list.resource_version},
+        "items": items,
+    }))
+    .into_response())
+}
+
+/// `GET .../{name}` and `GET .../{name}/status`: one object.
+pub(super) async fn get<S: ApiStore>(
+    State(state): State<ApiState<S>>,
+    Named { kind, key }: Named,
+) -> Reply<Response> {
+    dispatch!(kind, get_object(&state, kind, &key))
+}
+
+/// `GET .../{name}/status`: the object, as Kubernetes returns it for the status subresource.
+pub(super) async fn get_status<S: ApiStore>(
+    state: State<ApiState<S>>,
+    target: Named,
+) -> Reply<Response> {
+    get(state, target).await
+}
+
+async fn get_object<K: StoreObject, S: Store<K>>(
+    state: &ApiState<S>,
+    kind: Kind,
+    key: &ObjectKey,
+) -> Reply<Response> {
+    let object: K = state
+        .store
+        .get(key)
+        .await
+        .map_err(|e| Failure::from_store(kind, &e))?;
+    Ok(Json(object).into_response())
+}
+
+/// `POST /v1/namespaces/{ns}/{plural}`: create.
+pub(super) async fn create<S: ApiStore>(
+    State(state): State<ApiState<S>>,
+    Collection { kind, namespace }: Collection,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply<Response> {
+    let Some(ns) = namespace else {
+        return Err(Failure::method_not_allowed("POST"));
+    };
+    let mut value = read_json(&headers, body, &state.config, JSON).await?;
+    prepare(kind, &mut value, &ns, None)?;
+    let name = object_name(&value);
+    if value.pointer("/metadata/resourceVersion").is_some() {
+        return Err(Failure::invalid(
+            Subject { kind, name: &name },
+            &[(
+                "metadata.resourceVersion".to_owned(),
+                "must not be set on objects to be created".to_owned(),
+            )],
+        ));
+    }
+    if let Some(object) = value.as_object_mut() {
+        // The status subresource: a create never sets status.
+        object.remove("status");
+    }
+    dispatch!(kind, create_object(&state, kind, value))
+}
+
+async fn create_object<K: StoreObject, S: Store<K>>(
+    state: &ApiState<S>,
+    kind: Kind,
+    value: Value,
+) -> Reply<Response> {
+    let object: K = validated(kind, value)?;
+    let created = state
+        .store
+        .create(&object)
+        .await
+        .map_err(|e| Failure::from_store(kind, &e))?;
+    Ok((StatusCode::CREATED, Json(created)).into_response())
+}
+
+/// `DELETE .../{name}`: delete, with an optional `?propagationPolicy=`.
+pub(super) async fn delete<S: ApiStore>(
+    State(state): State<ApiState<S>>,
+    Named { kind, key }: Named,
+    q: QueryParams,
+) -> Reply<Response> {
+    let q = query(q)?;
+    let propagation = match q.get("propagationPolicy").map(String::as_str) {
+        None => None,
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some(other) => {
+            return Err(Failure::bad_request(format!(
+                "propagationPolicy must be Background, Foreground or Orphan, got {other:?}"
+            )));
+        }
+    };
+    let params = DeleteParams {
+        propagation,
+        ..DeleteParams::default()
+    };
+    dispatch!(kind, delete_object(&state, kind, &key, &params))
+}
+
+async fn delete_object<K: StoreObject, S: Store<K>>(
+    state: &ApiState<S>,
+    kind: Kind,
+    key: &ObjectKey,
+    params: &DeleteParams,
+) -> Reply<Response> {
+    let deletion: Deletion<K> = state
+        .store
+        .delete(key, params)
+        .await
+        .map_err(|e| Failure::from_store(kind, &e))?;
+    Ok(match deletion {
+        Deletion::Deleted(object) => (StatusCode::OK, Json(object)).into_response(),
+        Deletion::Pending(object) => (StatusCode::ACCEPTED, Json(object)).into_response(),
+    })
+}

@@ -1,0 +1,259 @@
+//! Kubernetes-style `Status` objects: every error the API returns, with its HTTP code and
+//! reason, built from store errors and request problems.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rouse_shared::store::StoreError;
+use serde_json::{Value, json};
+
+use super::Kind;
+
+/// A failed request, rendered as a `Status` object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// HTTP status code.
+    pub code: StatusCode,
+    /// Machine-readable reason (`NotFound`, `AlreadyExists`, `Invalid`, ...).
+    pub reason: &'static str,
+    /// What went wrong, for people.
+    pub message: String,
+    /// `details`: the object's name, group and kind and per-field causes.
+    pub details: Option<Value>,
+}
+
+/// Which object a failure is about, for `details` and messages.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its name (may be empty for a create with generateName).
+    pub name: &'a str,
+}
+
+impl Failure {
+    fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn about(mut self, subject: Subject<'_>, causes: Option<Vec<Value>>) -> Self {
+        let mut details = json!({
+            "name": subject.name,
+            "group": subject.kind.group(),
+            "kind": subject.kind.plural(),
+        });
+        if let Some(causes) = causes {
+            details["causes"] = Value::Array(causes);
+        }
+        self.details = Some(details);
+        self
+    }
+
+    /// 400: the request is malformed.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
+    }
+
+    /// 401: no or a wrong bearer token.
+    pub fn unauthorized() -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized")
+    }
+
+    /// 404 for a path that names no route.
+    pub fn no_route(path: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    /// 404: the object does not exist.
+    pub fn not_found(subject: Subject<'_>) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("{} \"{}\" not found", subject.kind.resource(), subject.name),
+        )
+        .about(subject, None)
+    }
+
+    /// 405: the route exists but not with this method.
+    pub fn method_not_allowed(method: &str) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        )
+    }
+
+    /// 408: the request body did not arrive in time.
+    pub fn timeout(limit: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "Timeout",
+            format!("the request body did not arrive within {limit:?}"),
+        )
+    }
+
+    /// 409: the resourceVersion precondition failed.
+    pub fn conflict(subject: Subject<'_>, detail: &str) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{}\": {detail}",
+                subject.kind.resource(),
+                subject.name
+            ),
+        )
+        .about(subject, None)
+    }
+
+    /// 409: the name is taken.
+    pub fn already_exists(subject: Subject<'_>) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "AlreadyExists",
+            format!(
+                "{} \"{}\" already exists",
+                subject.kind.resource(),
+                subject.name
+            ),
+        )
+        .about(subject, None)
+    }
+
+    /// 410: a watch asked for a resourceVersion the store no longer has.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::GONE, "Expired", message)
+    }
+
+    /// 413: the body is larger than the limit.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            format!("request body is larger than {limit} bytes"),
+        )
+    }
+
+    /// 415: the body's content type is not one the route reads.
+    pub fn unsupported_media_type(got: &str, accepted: &[&str]) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format ({got}); accepted: {}",
+                accepted.join(", ")
+            ),
+        )
+    }
+
+    /// 422: the object is invalid; `causes` are `(field, message)` pairs.
+    pub fn invalid(subject: Subject<'_>, causes: &[(String, String)]) -> Self {
+        let listed: Vec<String> = causes
+            .iter()
+            .map(|(field, message)| match field.as_str() {
+                "" => message.clone(),
+                f => format!("{f}: {message}"),
+            })
+            .collect();
+        let message = format!(
+            "{}.{} \"{}\" is invalid: {}",
+            subject.kind.kind(),
+            subject.kind.group(),
+            subject.name,
+            listed.join("; ")
+        );
+        let causes = causes
+            .iter()
+            .map(|(field, message)| {
+                json!({"reason": "FieldValueInvalid", "message": message, "field": field})
+            })
+            .collect();
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message).about(subject, Some(causes))
+    }
+
+    /// 500: something failed inside the server.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
+    }
+
+    /// 503: the store or a limit makes the server unable to answer now.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            message,
+        )
+    }
+
+    /// The failure a store error stands for.
+    pub fn from_store(kind: Kind, err: &StoreError) -> Self {
+        match err {
+            StoreError::NotFound { key, .. } => Self::not_found(Subject {
+                kind,
+                name: &key.name,
+            }),
+            StoreError::AlreadyExists { key, .. } => Self::already_exists(Subject {
+                kind,
+                name: &key.name,
+            }),
+            StoreError::Conflict { key, message, .. } => Self::conflict(
+                Subject {
+                    kind,
+                    name: &key.name,
+                },
+                &format!(
+                    "the object has been modified; please apply your changes to the latest version and try again ({message})"
+                ),
+            ),
+            StoreError::Invalid { key, message, .. } => Self::invalid(
+                Subject {
+                    kind,
+                    name: &key.name,
+                },
+                &[(String::new(), message.clone())],
+            ),
+            StoreError::Expired { .. } => Self::expired(err.to_string()),
+            StoreError::Unavailable { .. } => Self::unavailable(err.to_string()),
+        }
+    }
+
+    /// The `Status` object.
+    pub fn to_json(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code.as_u16(),
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let mut response = (self.code, axum::Json(self.to_json())).into_response();
+        if self.code == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// A handler's result: a response, or a `Status` failure.
+pub type Reply<T> = Result<T, Failure>;

@@ -1,0 +1,232 @@
+//! The update routes: replace, merge patch of spec or status, suspend and resume. Every write
+//! is validated as the whole object it produces, then stored conditional on the version that
+//! was validated.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use rouse_shared::store::{ObjectKey, Patch, Store, StoreError, StoreObject};
+use serde_json::{Map, Value, json};
+
+use super::body::{JSON, MERGE_PATCH, read_json};
+use super::check::{check_patch_identity, prepare, resource_version, to_object, validated};
+use super::merge::{diff, merge_patch};
+use super::target::Named;
+use super::{ApiState, ApiStore, Failure, Kind, Reply, Subject, dispatch};
+
+/// How often a patch is retried when the object changed between read and write; a client's
+/// own resourceVersion precondition is never retried.
+const PATCH_ATTEMPTS: usize = 5;
+
+/// `PUT .../{name}`: replace metadata (labels, annotations, finalizers, owner references) and
+/// spec; `metadata.resourceVersion` in the body is a precondition.
+pub(super) async fn replace<S: ApiStore>(
+    State(state): State<ApiState<S>>,
+    Named { kind, key }: Named,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply<Response> {
+    let mut value = read_json(&headers, body, &state.config, JSON).await?;
+    prepare(kind, &mut value, &key.namespace, Some(&key.name))?;
+    dispatch!(kind, replace_object(&state, kind, &key, value))
+}
+
+/// Metadata fields a replace may change; the rest is the server's.
+const REPLACEABLE_METADATA: [&str; 4] = ["labels", "annotations", "finalizers", "ownerReferences"];
+
+async fn replace_object<K: StoreObject, S: Store<K>>(
+    state: &ApiState<S>,
+    kind: Kind,
+    key: &ObjectKey,
+    value: Value,
+) -> Reply<Response> {
+    let fail = |e: StoreError| Failure::from_store(kind, &e);
+    let desired = to_object(&validated::<K>(kind, value)?)?;
+    let wanted_version = desired
+        .get("metadata")
+        .and_then(|m| m.get("resourceVersion"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    for attempt in 1..=PATCH_ATTEMPTS {
+        let current: K = state.store.get(key).await.map_err(fail)?;
+        let current = to_object(&current)?;
+        let patch = diff(&current, &replaced(&current, &desired));
+        // Without a version from the client the replace is unconditional; the version read
+        // here only guards against writing a diff computed from a state that moved.
+        let version = wanted_version
+            .clone()
+            .unwrap_or_else(|| resource_version(&current));
+        let result = state
+            .store
+            .patch(key, &Patch::Merge(patch).with_resource_version(&version))
+            .await;
+        match result {
+            Ok(stored) => return Ok(Json::<K>(stored).into_response()),
+            Err(StoreError::Conflict { .. })
+                if wanted_version.is_none() && attempt < PATCH_ATTEMPTS =>
+            {
+                tracing::debug!(object.key = %key, replace.attempt = attempt, "object changed during replace; retrying");
+            }
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    Err(Failure::conflict(
+        Subject {
+            kind,
+            name: &key.name,
+        },
+        "the object kept changing; try again",
+    ))
+}
+
+/// `current` with the client-owned metadata and the spec of `desired`.
+fn replaced(current: &Map<String, Value>, desired: &Map<String, Value>) -> Map<String, Value> {
+    let mut target = current.clone();
+    let empty = Map::new();
+    let desired_meta = desired
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    if let Some(Value::Object(meta)) = target.get_mut("metadata") {
+        for field in REPLACEABLE_METADATA {
+            match desired_meta.get(field) {
+                Some(v) => meta.insert(field.to_owned(), v.clone()),
+                None => meta.remove(field),
+            };
+        }
+    }
+    match desired.get("spec") {
+        Some(spec) => target.insert("spec".to_owned(), spec.clone()),
+        None => target.remove("spec"),
+    };
+    target
+}
+
+/// `PATCH .../{name}`: a JSON merge patch of metadata and spec.
+pub(super) async fn patch<S: ApiStore>(
+    State(state): State<ApiState<S>>,
+    Named { kind, key }: Named,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply<Response> {
+    let patch = read_json(&headers, body, &state.config, MERGE_PATCH).await?;
+    check_patch_identity(kind, &patch, &key.namespace, &key.name)?;
+    dispatch!(kind, patch_object(&state, kind, &key, patch, Part::Spec))
+}
+
+/// `PATCH .../{name}/status`: a JSON merge patch of the status.
+pub(super) async fn patch_status<S: ApiStore>(
+    State(state): State<ApiState<S>>,
+    Named { kind, key }: Named,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply<Response> {
+    let patch = read_json(&headers, body, &state.config, MERGE_PATCH).await?;
+    check_patch_identity(kind, &patch, &key.namespace, &key.name)?;
+    dispatch!(kind, patch_object(&state, kind, &key, patch, Part::Status))
+}
+
+/// `POST .../sandboxes/{name}/suspend`: sets `spec.operatingMode: Suspended`.
+pub(super) async fn suspend<S: ApiStore>(
+    state: State<ApiState<S>>,
+    target: Named,
+) -> Reply<Response> {
+    set_mode(state, target, "Suspended").await
+}
+
+/// `POST .../sandboxes/{name}/resume`: sets `spec.operatingMode: Running`.
+pub(super) async fn resume<S: ApiStore>(
+    state: State<ApiState<S>>,
+    target: Named,
+) -> Reply<Response> {
+    set_mode(state, target, "Running").await
+}
+
+async fn set_mode<S: ApiStore>(
+    State(state): State<ApiState<S>>,
+    Named { kind, key }: Named,
+    mode: &str,
+) -> Reply<Response> {
+    if kind != Kind::Sandbox {
+        return Err(Failure::no_route(&format!(
+            "{}/{}: only sandboxes suspend and resume",
+            kind.plural(),
+            key.name
+        )));
+    }
+    patch_object::<rouse_shared::api::Sandbox, S>(
+        &state,
+        kind,
+        &key,
+        json!({"spec": {"operatingMode": mode}}),
+        Part::Spec,
+    )
+    .await
+}
+
+/// Which part of an object a patch writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Spec,
+    Status,
+}
+
+/// Applies the patch to the current object, validates the result, then stores the patch
+/// conditional on the version that was validated (retrying when the object moved meanwhile).
+async fn patch_object<K: StoreObject, S: Store<K>>(
+    state: &ApiState<S>,
+    kind: Kind,
+    key: &ObjectKey,
+    patch: Value,
+    part: Part,
+) -> Reply<Response> {
+    let fail = |e: StoreError| Failure::from_store(kind, &e);
+    let Some(store_patch) = Patch::merge(patch.clone()) else {
+        return Err(Failure::bad_request("a merge patch must be a JSON object"));
+    };
+    let client_version = store_patch.resource_version().map(str::to_owned);
+    for attempt in 1..=PATCH_ATTEMPTS {
+        let current: K = state.store.get(key).await.map_err(fail)?;
+        let current = Value::Object(to_object(&current)?);
+        let mut patched = current.clone();
+        merge_patch(&mut patched, &patch);
+        // Each route writes only its part; keep the other as stored, as the store will.
+        let kept = match part {
+            Part::Spec => "status",
+            Part::Status => "spec",
+        };
+        if let (Some(obj), Some(old)) = (patched.as_object_mut(), current.get(kept)) {
+            obj.insert(kept.to_owned(), old.clone());
+        }
+        validated::<K>(kind, patched)?;
+        let version = client_version.clone().unwrap_or_else(|| {
+            current
+                .as_object()
+                .map(resource_version)
+                .unwrap_or_default()
+        });
+        let conditional = store_patch.clone().with_resource_version(&version);
+        let result = match part {
+            Part::Spec => state.store.patch(key, &conditional).await,
+            Part::Status => state.store.patch_status(key, &conditional).await,
+        };
+        match result {
+            Ok(stored) => return Ok(Json(stored).into_response()),
+            Err(StoreError::Conflict { .. })
+                if client_version.is_none() && attempt < PATCH_ATTEMPTS =>
+            {
+                tracing::debug!(object.key = %key, patch.attempt = attempt, "object changed during patch; retrying");
+            }
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    Err(Failure::conflict(
+        Subject {
+            kind,
+            name: &key.name,
+        },
+        "the object kept changing; try again",
+    ))
+}
