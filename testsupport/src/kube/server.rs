@@ -25,15 +25,39 @@ pub(crate) struct ServerState {
     pub(crate) storage: Arc<Storage>,
     pub(crate) bookmark_interval: Duration,
     counts: Mutex<BTreeMap<(String, String), u64>>,
+    faults: Mutex<Vec<Fault>>,
+}
+
+/// A failure a test asked for: the next `remaining` requests of `verb` on `resource` get
+/// `code`.
+struct Fault {
+    verb: String,
+    resource: String,
+    code: u16,
+    remaining: usize,
 }
 
 impl ServerState {
-    /// Counts one request of `verb` on `resource` (`pods`, `sandboxes/status`).
-    pub(crate) fn count(&self, verb: &str, resource: &str) {
-        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        *counts
-            .entry((verb.to_owned(), resource.to_owned()))
-            .or_default() += 1;
+    /// Counts one request of `verb` on `resource` (`pods`, `sandboxes/status`) and fails it
+    /// if a test injected a failure for it.
+    pub(crate) fn admit(&self, verb: &str, resource: &str) -> Result<(), ApiError> {
+        {
+            let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+            *counts
+                .entry((verb.to_owned(), resource.to_owned()))
+                .or_default() += 1;
+        }
+        let mut faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let hit = faults
+            .iter_mut()
+            .find(|f| f.verb == verb && f.resource == resource && f.remaining > 0);
+        let Some(fault) = hit else {
+            return Ok(());
+        };
+        fault.remaining -= 1;
+        let error = ApiError::injected(fault.code);
+        faults.retain(|f| f.remaining > 0);
+        Err(error)
     }
 }
 
@@ -108,6 +132,7 @@ impl FakeApiServerBuilder {
             storage: Arc::new(Storage::new(self.history_limit)),
             bookmark_interval: self.bookmark_interval,
             counts: Mutex::new(BTreeMap::new()),
+            faults: Mutex::new(Vec::new()),
         });
         let task = tokio::spawn(serve(listener, state.clone()));
         Ok(FakeApiServer { addr, state, task })
@@ -226,6 +251,25 @@ impl FakeApiServer {
     /// behind reads and writes; `Duration::ZERO` turns it off.
     pub fn set_watch_delay(&self, delay: Duration) {
         self.state.storage.set_watch_delay(delay);
+    }
+
+    /// Answers the next `times` requests of `verb` on `resource` (same names as
+    /// [`RequestCounts::count`]) with an error `Status` of HTTP `code` (e.g. 500, 503, 409),
+    /// without performing them.
+    pub fn fail_requests(&self, verb: &str, resource: &str, code: u16, times: usize) {
+        let mut faults = self.state.faults.lock().unwrap_or_else(|e| e.into_inner());
+        faults.push(Fault {
+            verb: verb.to_owned(),
+            resource: resource.to_owned(),
+            code,
+            remaining: times,
+        });
+    }
+
+    /// Ends every open watch stream, as an API server restart or a load balancer would;
+    /// clients watch again from their last version.
+    pub fn end_watches(&self) {
+        self.state.storage.end_watches();
     }
 
     /// Drops the watch history: any watch from a version before now gets 410 Gone.

@@ -91,6 +91,8 @@ pub struct Storage {
     inner: Mutex<Inner>,
     changed: watch::Sender<u64>,
     watch_delay: Mutex<Duration>,
+    /// Bumped to end every open watch stream.
+    epoch: watch::Sender<u64>,
 }
 
 /// The current time as Kubernetes writes timestamps (RFC 3339, whole seconds, UTC).
@@ -291,6 +293,7 @@ impl Storage {
             }),
             changed: watch::Sender::new(1),
             watch_delay: Mutex::new(Duration::ZERO),
+            epoch: watch::Sender::new(0),
         }
     }
 
@@ -317,6 +320,16 @@ impl Storage {
     /// A receiver woken with the latest resourceVersion after each commit.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    /// A receiver that changes when every watch stream must end.
+    pub fn watch_epoch(&self) -> watch::Receiver<u64> {
+        self.epoch.subscribe()
+    }
+
+    /// Ends every open watch stream.
+    pub fn end_watches(&self) {
+        self.epoch.send_modify(|e| *e += 1);
     }
 
     /// The current resourceVersion.

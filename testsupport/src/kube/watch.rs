@@ -68,6 +68,7 @@ struct WatchState {
     cursor: u64,
     queue: VecDeque<Bytes>,
     changed: watch::Receiver<u64>,
+    epoch: watch::Receiver<u64>,
     deadline: Option<Instant>,
     bookmark_interval: Duration,
     next_bookmark: Instant,
@@ -172,6 +173,7 @@ impl WatchState {
                 self.next_bookmark = Instant::now() + self.bookmark_interval;
             }
             () = sleep_until(deadline) => self.done = true,
+            _ = self.epoch.changed() => self.done = true,
         }
     }
 }
@@ -183,6 +185,7 @@ pub fn stream(
     bookmark_interval: Duration,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let changed = storage.subscribe();
+    let epoch = storage.watch_epoch();
     let now = Instant::now();
     let mut queue = VecDeque::new();
     let cursor = match request.start {
@@ -203,6 +206,7 @@ pub fn stream(
         cursor,
         queue,
         changed,
+        epoch,
         deadline: request.timeout.map(|t| now + t),
         next_bookmark: now + bookmark_interval,
         bookmark_interval,
