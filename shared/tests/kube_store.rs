@@ -315,3 +315,54 @@ async fn calls_have_a_deadline() -> anyhow::Result<()> {
     hold.abort();
     Ok(())
 }
+
+#[tokio::test]
+async fn server_refusals_are_unavailable_or_invalid() -> anyhow::Result<()> {
+    let (server, store) = setup().await?;
+    let key = ObjectKey::new("default", "s");
+    store.create(&sandbox("default", "s", json!({}))).await?;
+    let cases = [
+        (500, "unavailable"),
+        (403, "unavailable"),
+        (400, "invalid"),
+        (422, "invalid"),
+        (404, "not_found"),
+        (409, "conflict"),
+    ];
+    for (code, want) in cases {
+        server.fail_requests("get", "sandboxes", code, 1);
+        let got = Store::<Sandbox>::get(&store, &key)
+            .await
+            .expect_err("injected");
+        assert_eq!(got.metric_label(), want, "HTTP {code}: {got:?}");
+    }
+    server.fail_requests("list", "sandboxes", 404, 1);
+    let missing_kind = Store::<Sandbox>::list(&store, &ListParams::default()).await;
+    assert!(
+        matches!(missing_kind, Err(StoreError::Unavailable { .. })),
+        "a list 404 means the kind is not served: {missing_kind:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn bookmarks_carry_the_version_to_resume_from() -> anyhow::Result<()> {
+    let server = FakeApiServer::builder()
+        .bookmark_interval(Duration::from_millis(50))
+        .start()
+        .await?;
+    let store = KubeStore::new(server.client()?);
+    store.create(&sandbox("default", "s", json!({}))).await?;
+    let rv = Store::<Sandbox>::list(&store, &ListParams::default())
+        .await?
+        .resource_version;
+    let mut events = Store::<Sandbox>::watch(&store, &ListParams::default(), &rv).await?;
+    let first = timeout(DEADLINE, events.next()).await?.expect("open")?;
+    assert_eq!(
+        first,
+        WatchEvent::Bookmark {
+            resource_version: rv
+        }
+    );
+    Ok(())
+}

@@ -112,3 +112,37 @@ async fn kube_runtime_controller_reconciles() -> anyhow::Result<()> {
     running.abort();
     Ok(())
 }
+
+#[tokio::test]
+async fn kube_runtime_recorder_publishes_and_repeats_events() -> anyhow::Result<()> {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let server = FakeApiServer::start().await?;
+    let reporter = Reporter {
+        controller: "rouse-test".into(),
+        instance: None,
+    };
+    let recorder = Recorder::new(server.client()?, reporter);
+    let cm = server.create("configmaps", "default", json!({"metadata": {"name": "c"}}))?;
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: Some("c".into()),
+        namespace: Some("default".into()),
+        uid: cm["metadata"]["uid"].as_str().map(str::to_owned),
+        ..Default::default()
+    };
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Tested".into(),
+        note: Some("first".into()),
+        action: "Testing".into(),
+        secondary: None,
+    };
+    recorder.publish(&event, &reference).await?;
+    recorder.publish(&event, &reference).await?;
+    let events = server.list("events.events.k8s.io");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["series"]["count"], 2);
+    assert_eq!(events[0]["reason"], "Tested");
+    Ok(())
+}

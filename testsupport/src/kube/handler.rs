@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::delete::{DeleteOptions, Deleted};
 use super::patch::PatchKind;
+use super::query::Query;
 use super::registry::{self, ResourceType};
 use super::selector::Selector;
 use super::server::ServerState;
@@ -74,61 +75,6 @@ fn route(path: &str) -> Result<Route> {
     Ok(route)
 }
 
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..=i + 2]).unwrap_or("");
-                match u8::from_str_radix(hex, 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn parse_query(query: Option<&str>) -> Vec<(String, String)> {
-    query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-struct Query(Vec<(String, String)>);
-
-impl Query {
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn flag(&self, name: &str) -> bool {
-        matches!(self.get(name), Some("true" | "1"))
-    }
-
-    fn selector(&self, name: &str) -> Result<Selector> {
-        Selector::parse(self.get(name).unwrap_or_default(), name)
-    }
-}
-
 /// A JSON response.
 pub fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
     let bytes = serde_json::to_vec(value).unwrap_or_default();
@@ -175,7 +121,7 @@ pub async fn handle(state: Arc<ServerState>, request: Request<Incoming>) -> Resp
             return error_response(&error);
         }
     };
-    let query = Query(parse_query(request.uri().query()));
+    let query = Query::parse(request.uri().query());
     match dispatch(&state, route, query, request).await {
         Ok(response) => response,
         Err(error) => error_response(&error),
@@ -266,7 +212,7 @@ async fn dispatch(
         }
         Method::DELETE if part == Part::Main => {
             state.admit("delete", &resource)?;
-            let options = DeleteOptions::parse(&body, &query.0)?;
+            let options = DeleteOptions::parse(&body, query.pairs())?;
             match storage.delete(rt, &ns, &name, &options)? {
                 Deleted::Gone(object) => ok(object),
                 Deleted::Pending(object) => Ok(json_response(StatusCode::ACCEPTED, &object)),
@@ -318,7 +264,7 @@ fn collection(
         }
         Method::DELETE => {
             state.admit("deletecollection", rt.plural)?;
-            let options = DeleteOptions::parse(body, &query.0)?;
+            let options = DeleteOptions::parse(body, query.pairs())?;
             let (items, _) = state.storage.list(rt, ns, keep);
             let mut deleted = Vec::new();
             for item in items {

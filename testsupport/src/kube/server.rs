@@ -15,10 +15,13 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::delete::{DeleteOptions, Deleted};
 use super::handler;
+use super::patch::PatchKind;
 use super::registry::{self, ResourceType};
 use super::status::ApiError;
 use super::storage::Storage;
+use super::write::Part;
 
 /// State shared by the connections of one server.
 pub(crate) struct ServerState {
@@ -333,6 +336,54 @@ impl FakeApiServer {
         self.state
             .storage
             .create(resource(resource_name), namespace, object)
+    }
+
+    /// Applies a JSON merge patch directly (main resource, or its status when `status`), with
+    /// the same rules as a PATCH request.
+    ///
+    /// # Panics
+    /// If `resource` is not served.
+    pub fn merge_patch(
+        &self,
+        resource_name: &str,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+        status: bool,
+    ) -> Result<Value, ApiError> {
+        let part = if status { Part::Status } else { Part::Main };
+        let body = serde_json::to_vec(patch).map_err(|e| ApiError::internal(e.to_string()))?;
+        self.state.storage.patch(
+            resource(resource_name),
+            namespace,
+            name,
+            PatchKind::Merge,
+            &body,
+            part,
+        )
+    }
+
+    /// Deletes directly, with default options (background propagation, default grace period);
+    /// returns the object's last state, or its state marked for deletion when finalizers or a
+    /// grace period hold it.
+    ///
+    /// # Panics
+    /// If `resource` is not served.
+    pub fn delete(
+        &self,
+        resource_name: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let deleted = self.state.storage.delete(
+            resource(resource_name),
+            namespace,
+            name,
+            &DeleteOptions::default(),
+        )?;
+        Ok(match deleted {
+            Deleted::Gone(object) | Deleted::Pending(object) => object,
+        })
     }
 
     pub(crate) fn storage(&self) -> Arc<Storage> {
