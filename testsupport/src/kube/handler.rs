@@ -213,9 +213,9 @@ async fn dispatch(
         Method::DELETE if part == Part::Main => {
             state.admit("delete", &resource)?;
             let options = DeleteOptions::parse(&body, query.pairs())?;
+            // Kubernetes answers 200 whether the object went at once or is only marked.
             match storage.delete(rt, &ns, &name, &options)? {
-                Deleted::Gone(object) => ok(object),
-                Deleted::Pending(object) => Ok(json_response(StatusCode::ACCEPTED, &object)),
+                Deleted::Gone(object) | Deleted::Pending(object) => ok(object),
             }
         }
         _ => Err(ApiError::method_not_allowed(&format!(

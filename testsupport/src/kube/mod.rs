@@ -20,3 +20,6 @@ pub use kubelet::{FakeKubelet, KubeletOptions, PodDeletion, PodOutcome};
 pub use registry::{RESOURCES, ResourceType};
 pub use server::{FakeApiServer, FakeApiServerBuilder, RequestCounts};
 pub use status::ApiError;
+
+#[cfg(test)]
+mod tests;
