@@ -183,10 +183,16 @@ impl Inner {
                     *spec = json!({});
                 }
                 let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
-                if spec.get("clusterIP").is_none() && !external {
-                    let ip = self.next_cluster_ip();
-                    spec["clusterIP"] = json!(ip);
-                    spec["clusterIPs"] = json!([ip]);
+                match spec.get("clusterIP").cloned() {
+                    None if !external => {
+                        let ip = self.next_cluster_ip();
+                        spec["clusterIP"] = json!(ip);
+                        spec["clusterIPs"] = json!([ip]);
+                    }
+                    Some(ip) if spec.get("clusterIPs").is_none() => {
+                        spec["clusterIPs"] = json!([ip])
+                    }
+                    _ => {}
                 }
             }
             _ if rt.custom && rt.status => {
