@@ -75,11 +75,22 @@ struct WatchState {
     done: bool,
 }
 
-fn line(kind: &str, object: &Value) -> Bytes {
-    let mut bytes = serde_json::to_vec(&json!({"type": kind, "object": object}))
-        .unwrap_or_else(|_| b"{}".to_vec());
-    bytes.push(b'\n');
+/// One event line: `{"type":KIND,"object":OBJECT}` and a newline.
+fn line_of(kind: &str, object_json: &[u8]) -> Bytes {
+    let mut bytes = Vec::with_capacity(object_json.len() + 32);
+    bytes.extend_from_slice(b"{\"type\":\"");
+    bytes.extend_from_slice(kind.as_bytes());
+    bytes.extend_from_slice(b"\",\"object\":");
+    bytes.extend_from_slice(object_json);
+    bytes.extend_from_slice(b"}\n");
     Bytes::from(bytes)
+}
+
+fn line(kind: &str, object: &Value) -> Bytes {
+    line_of(
+        kind,
+        &serde_json::to_vec(object).unwrap_or_else(|_| b"{}".to_vec()),
+    )
 }
 
 fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
@@ -109,7 +120,7 @@ impl WatchState {
             (EventType::Deleted, true, _) => "DELETED",
             _ => return None,
         };
-        Some(line(kind, &event.object))
+        Some(line_of(kind, event.object_json()))
     }
 
     /// Queues the next due lines, or waits until something may be due.
