@@ -8,6 +8,7 @@ mod kubelet;
 mod patch;
 mod query;
 mod registry;
+mod rules;
 mod scale;
 mod selector;
 mod server;

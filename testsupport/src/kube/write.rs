@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::patch::{self, PatchKind};
 use super::registry::ResourceType;
+use super::rules;
 use super::status::{ApiError, Result};
 use super::storage::{Inner, Key, Storage, finalizers, meta_mut, meta_str, timestamp_in};
 
@@ -255,6 +256,7 @@ impl Inner {
                         }
                     }
                 }
+                rules::check_update(rt, name, &old, &mut next)?;
                 if spec_part(&next) != spec_part(&old) {
                     let generation = old.pointer("/metadata/generation").and_then(Value::as_i64);
                     meta_mut(&mut next)
