@@ -113,3 +113,40 @@ async fn services_keep_their_cluster_ip() -> anyhow::Result<()> {
     assert_eq!(api_error(refused.expect_err("immutable")).code, 422);
     Ok(())
 }
+
+#[tokio::test]
+async fn sandbox_crd_rules_are_enforced() -> anyhow::Result<()> {
+    use common::{sandbox, sandboxes};
+    use kube::api::DynamicObject;
+    let server = FakeApiServer::start().await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client()?, "default", &sandboxes());
+    let pp = PatchParams::default();
+    api.create(&PostParams::default(), &sandbox("s", json!({})))
+        .await?;
+    let empty = json!({"spec": {"volumeClaimTemplates": []}});
+    api.patch("s", &pp, &Patch::Merge(&empty)).await?;
+    let added = json!({"spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}}]}});
+    let status = api_error(
+        api.patch("s", &pp, &Patch::Merge(&added))
+            .await
+            .expect_err("immutable"),
+    );
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert!(
+        status.message.contains("volumeClaimTemplates is immutable"),
+        "{}",
+        status.message
+    );
+
+    let mut dotted = sandbox("a.b", json!({}));
+    dotted.data["spec"]["service"] = json!(true);
+    let status = api_error(
+        api.create(&PostParams::default(), &dotted)
+            .await
+            .expect_err("not a DNS-1035 label"),
+    );
+    assert_eq!(status.code, 422);
+    dotted.data["spec"]["service"] = json!(false);
+    api.create(&PostParams::default(), &dotted).await?;
+    Ok(())
+}

@@ -102,3 +102,48 @@ pub fn check_update(rt: &ResourceType, name: &str, old: &Value, next: &mut Value
     }
     Ok(())
 }
+
+/// The `x-kubernetes-validations` rules of the Sandbox CRD (`deploy/crds`), written out by
+/// hand since the fake has no CEL: `volumeClaimTemplates` is immutable (absent equals `[]`),
+/// and `spec.service: true` needs a DNS-1035 label as name. `old` is `None` on create.
+pub fn check_sandbox(
+    rt: &ResourceType,
+    name: &str,
+    old: Option<&Value>,
+    next: &Value,
+) -> Result<()> {
+    if (rt.group, rt.plural) != ("agents.x-k8s.io", "sandboxes") {
+        return Ok(());
+    }
+    let templates = |object: &Value| match object.pointer("/spec/volumeClaimTemplates") {
+        None | Some(Value::Null) => Value::Array(Vec::new()),
+        Some(value) => value.clone(),
+    };
+    if let Some(old) = old
+        && templates(old) != templates(next)
+    {
+        return Err(ApiError::invalid(
+            rt,
+            name,
+            "spec",
+            "Invalid value: \"object\": volumeClaimTemplates is immutable",
+        ));
+    }
+    let wants_service = next.pointer("/spec/service") == Some(&Value::Bool(true));
+    let dns_1035 = name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if wants_service && !dns_1035 {
+        return Err(ApiError::invalid(
+            rt,
+            name,
+            "<nil>",
+            "Invalid value: \"object\": with spec.service: true, metadata.name must be a \
+             DNS-1035 label (a letter first, at most 63 characters)",
+        ));
+    }
+    Ok(())
+}

@@ -145,6 +145,7 @@ impl Inner {
         if self.objects.contains_key(&key) {
             return Err(ApiError::already_exists(rt, &name));
         }
+        rules::check_sandbox(rt, &name, None, &object)?;
         let uid = self.new_uid();
         let meta = meta_mut(&mut object);
         meta.insert("name".into(), json!(name));
@@ -257,6 +258,7 @@ impl Inner {
                     }
                 }
                 rules::check_update(rt, name, &old, &mut next)?;
+                rules::check_sandbox(rt, name, Some(&old), &next)?;
                 if spec_part(&next) != spec_part(&old) {
                     let generation = old.pointer("/metadata/generation").and_then(Value::as_i64);
                     meta_mut(&mut next)
