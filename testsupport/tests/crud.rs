@@ -303,3 +303,35 @@ async fn request_counters_and_direct_access() -> anyhow::Result<()> {
     assert_eq!(server.requests().verb("get"), 0);
     Ok(())
 }
+
+#[tokio::test]
+async fn direct_patch_and_delete_follow_the_same_rules() -> anyhow::Result<()> {
+    let server = FakeApiServer::start().await?;
+    server.create(
+        "sandboxes",
+        "default",
+        serde_json::to_value(sandbox("s", json!({})))?,
+    )?;
+    let patched = server.merge_patch(
+        "sandboxes",
+        "default",
+        "s",
+        &json!({"status": {"x": 1}, "spec": {"a": 1}}),
+        false,
+    )?;
+    assert!(patched.get("status").is_none(), "main patch ignores status");
+    assert_eq!(patched["metadata"]["generation"], 2);
+    let patched = server.merge_patch(
+        "sandboxes",
+        "default",
+        "s",
+        &json!({"status": {"x": 1}}),
+        true,
+    )?;
+    assert_eq!(patched["status"]["x"], 1);
+    let missing = server.merge_patch("sandboxes", "default", "nope", &json!({}), false);
+    assert_eq!(missing.expect_err("absent").code, 404);
+    server.delete("sandboxes", "default", "s")?;
+    assert!(server.get("sandboxes", "default", "s").is_none());
+    Ok(())
+}

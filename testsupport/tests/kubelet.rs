@@ -137,8 +137,12 @@ async fn outcomes_delays_and_graceful_deletion() -> anyhow::Result<()> {
 
     let uid = slow.metadata.uid.clone().expect("uid");
     let deleting = tokio::time::Instant::now();
-    api.delete("slow", &DeleteParams::default()).await?;
-    assert!(api.get_opt("slow").await?.is_some(), "still terminating");
+    let terminating = api.delete("slow", &DeleteParams::default()).await?;
+    let marked = terminating.left().expect("the pod, marked");
+    assert!(
+        marked.metadata.deletion_timestamp.is_some(),
+        "terminating first"
+    );
     timeout(
         DEADLINE,
         await_condition(api.clone(), "slow", conditions::is_deleted(&uid)),

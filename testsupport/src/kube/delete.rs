@@ -215,18 +215,6 @@ impl Inner {
         Ok(Deleted::Gone(last))
     }
 
-    /// Keys of the objects that name `uid` as an owner.
-    fn dependents(&self, uid: &str) -> Vec<Key> {
-        if uid.is_empty() {
-            return Vec::new();
-        }
-        self.objects
-            .iter()
-            .filter(|(_, o)| owner_uids(o).iter().any(|u| u == uid))
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
-
     fn resource_of(key: &Key) -> Option<&'static ResourceType> {
         registry::RESOURCES
             .iter()

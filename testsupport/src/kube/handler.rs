@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::delete::{DeleteOptions, Deleted};
 use super::patch::PatchKind;
+use super::query::Query;
 use super::registry::{self, ResourceType};
 use super::selector::Selector;
 use super::server::ServerState;
@@ -74,61 +75,6 @@ fn route(path: &str) -> Result<Route> {
     Ok(route)
 }
 
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..=i + 2]).unwrap_or("");
-                match u8::from_str_radix(hex, 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn parse_query(query: Option<&str>) -> Vec<(String, String)> {
-    query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-struct Query(Vec<(String, String)>);
-
-impl Query {
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn flag(&self, name: &str) -> bool {
-        matches!(self.get(name), Some("true" | "1"))
-    }
-
-    fn selector(&self, name: &str) -> Result<Selector> {
-        Selector::parse(self.get(name).unwrap_or_default(), name)
-    }
-}
-
 /// A JSON response.
 pub fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
     let bytes = serde_json::to_vec(value).unwrap_or_default();
@@ -170,11 +116,12 @@ pub async fn handle(state: Arc<ServerState>, request: Request<Incoming>) -> Resp
     let route = match route(&path) {
         Ok(route) => route,
         Err(error) => {
-            state.count("unknown", "unknown");
+            // Unknown paths are counted under one key so the counter map stays bounded.
+            let _ = state.admit("unknown", "unknown");
             return error_response(&error);
         }
     };
-    let query = Query(parse_query(request.uri().query()));
+    let query = Query::parse(request.uri().query());
     match dispatch(&state, route, query, request).await {
         Ok(response) => response,
         Err(error) => error_response(&error),
@@ -236,19 +183,19 @@ async fn dispatch(
     let ok = |v: Value| Ok(json_response(StatusCode::OK, &v));
     match method {
         Method::GET => {
-            state.count("get", &resource);
+            state.admit("get", &resource)?;
             let object = storage
                 .get(rt, &ns, &name)
                 .ok_or_else(|| ApiError::not_found(rt, &name))?;
             ok(object)
         }
         Method::PUT => {
-            state.count("update", &resource);
+            state.admit("update", &resource)?;
             ok(storage.update(rt, &ns, &name, parse_json(&body)?, part)?)
         }
         Method::PATCH => {
             let kind = PatchKind::from_content_type(&content_type)?;
-            state.count(kind.verb(), &resource);
+            state.admit(kind.verb(), &resource)?;
             if kind == PatchKind::Apply && query.get("fieldManager").is_none_or(str::is_empty) {
                 return Err(ApiError::bad_request(
                     "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
@@ -264,11 +211,11 @@ async fn dispatch(
             Ok(json_response(code, &object))
         }
         Method::DELETE if part == Part::Main => {
-            state.count("delete", &resource);
-            let options = DeleteOptions::parse(&body, &query.0)?;
+            state.admit("delete", &resource)?;
+            let options = DeleteOptions::parse(&body, query.pairs())?;
+            // Kubernetes answers 200 whether the object went at once or is only marked.
             match storage.delete(rt, &ns, &name, &options)? {
-                Deleted::Gone(object) => ok(object),
-                Deleted::Pending(object) => Ok(json_response(StatusCode::ACCEPTED, &object)),
+                Deleted::Gone(object) | Deleted::Pending(object) => ok(object),
             }
         }
         _ => Err(ApiError::method_not_allowed(&format!(
@@ -291,11 +238,11 @@ fn collection(
     let keep = |o: &Value| labels.matches_labels(o) && fields.matches_fields(o);
     match *method {
         Method::GET if query.flag("watch") => {
-            state.count("watch", rt.plural);
+            state.admit("watch", rt.plural)?;
             watch_response(state, route, query, labels.clone(), fields.clone())
         }
         Method::GET => {
-            state.count("list", rt.plural);
+            state.admit("list", rt.plural)?;
             if query.get("continue").is_some_and(|c| !c.is_empty()) {
                 return Err(ApiError::bad_request(
                     "invalid continue token: the fake API server never hands one out",
@@ -305,7 +252,7 @@ fn collection(
             Ok(json_response(StatusCode::OK, &list_body(rt, items, rv)))
         }
         Method::POST => {
-            state.count("create", rt.plural);
+            state.admit("create", rt.plural)?;
             let Some(ns) = ns.or((!rt.namespaced).then_some("")) else {
                 return Err(ApiError::method_not_allowed(&format!(
                     "POST {} without a namespace",
@@ -316,8 +263,8 @@ fn collection(
             Ok(json_response(StatusCode::CREATED, &object))
         }
         Method::DELETE => {
-            state.count("deletecollection", rt.plural);
-            let options = DeleteOptions::parse(body, &query.0)?;
+            state.admit("deletecollection", rt.plural)?;
+            let options = DeleteOptions::parse(body, query.pairs())?;
             let (items, _) = state.storage.list(rt, ns, keep);
             let mut deleted = Vec::new();
             for item in items {
@@ -404,16 +351,16 @@ fn scale(
     let storage = &state.storage;
     let scale = match *method {
         Method::GET => {
-            state.count("get", resource);
+            state.admit("get", resource)?;
             storage.scale(rt, ns, name)?
         }
         Method::PUT => {
-            state.count("update", resource);
+            state.admit("update", resource)?;
             storage.update_scale(rt, ns, name, parse_json(body)?)?
         }
         Method::PATCH => {
             let kind = PatchKind::from_content_type(content_type)?;
-            state.count(kind.verb(), resource);
+            state.admit(kind.verb(), resource)?;
             storage.patch_scale(rt, ns, name, kind, body)?
         }
         _ => {

@@ -100,6 +100,24 @@ impl KubeletOptions {
 }
 
 /// A running fake kubelet; stops when dropped.
+///
+/// # Example
+/// ```no_run
+/// # async fn example() -> anyhow::Result<()> {
+/// use std::time::Duration;
+/// use rouse_testsupport::kube::{FakeApiServer, FakeKubelet, KubeletOptions, PodOutcome};
+///
+/// let server = FakeApiServer::start().await?;
+/// let options = KubeletOptions::default()
+///     .start_delay(Duration::from_millis(50))
+///     .outcome(|pod| match pod["metadata"]["name"].as_str() {
+///         Some("broken") => PodOutcome::Fail,
+///         _ => PodOutcome::Ready,
+///     });
+/// let _kubelet = FakeKubelet::start(&server, options);
+/// # Ok(())
+/// # }
+/// ```
 pub struct FakeKubelet {
     task: JoinHandle<()>,
 }
@@ -111,7 +129,7 @@ impl Drop for FakeKubelet {
 }
 
 impl FakeKubelet {
-    /// Starts a kubelet for the pods of `server`.
+    /// Starts a kubelet for the pods of `server` (on the current tokio runtime).
     pub fn start(server: &FakeApiServer, options: KubeletOptions) -> Self {
         let task = tokio::spawn(run(server.storage(), options));
         Self { task }

@@ -6,7 +6,10 @@ mod delete;
 mod handler;
 mod kubelet;
 mod patch;
+mod query;
 mod registry;
+mod rules;
+mod scale;
 mod selector;
 mod server;
 mod status;
@@ -18,3 +21,6 @@ pub use kubelet::{FakeKubelet, KubeletOptions, PodDeletion, PodOutcome};
 pub use registry::{RESOURCES, ResourceType};
 pub use server::{FakeApiServer, FakeApiServerBuilder, RequestCounts};
 pub use status::ApiError;
+
+#[cfg(test)]
+mod tests;

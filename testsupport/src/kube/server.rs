@@ -15,25 +15,52 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::delete::{DeleteOptions, Deleted};
 use super::handler;
+use super::patch::PatchKind;
 use super::registry::{self, ResourceType};
 use super::status::ApiError;
 use super::storage::Storage;
+use super::write::Part;
 
 /// State shared by the connections of one server.
 pub(crate) struct ServerState {
     pub(crate) storage: Arc<Storage>,
     pub(crate) bookmark_interval: Duration,
     counts: Mutex<BTreeMap<(String, String), u64>>,
+    faults: Mutex<Vec<Fault>>,
+}
+
+/// A failure a test asked for: the next `remaining` requests of `verb` on `resource` get
+/// `code`.
+struct Fault {
+    verb: String,
+    resource: String,
+    code: u16,
+    remaining: usize,
 }
 
 impl ServerState {
-    /// Counts one request of `verb` on `resource` (`pods`, `sandboxes/status`).
-    pub(crate) fn count(&self, verb: &str, resource: &str) {
-        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        *counts
-            .entry((verb.to_owned(), resource.to_owned()))
-            .or_default() += 1;
+    /// Counts one request of `verb` on `resource` (`pods`, `sandboxes/status`) and fails it
+    /// if a test injected a failure for it.
+    pub(crate) fn admit(&self, verb: &str, resource: &str) -> Result<(), ApiError> {
+        {
+            let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+            *counts
+                .entry((verb.to_owned(), resource.to_owned()))
+                .or_default() += 1;
+        }
+        let mut faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let hit = faults
+            .iter_mut()
+            .find(|f| f.verb == verb && f.resource == resource && f.remaining > 0);
+        let Some(fault) = hit else {
+            return Ok(());
+        };
+        fault.remaining -= 1;
+        let error = ApiError::injected(fault.code);
+        faults.retain(|f| f.remaining > 0);
+        Err(error)
     }
 }
 
@@ -108,6 +135,7 @@ impl FakeApiServerBuilder {
             storage: Arc::new(Storage::new(self.history_limit)),
             bookmark_interval: self.bookmark_interval,
             counts: Mutex::new(BTreeMap::new()),
+            faults: Mutex::new(Vec::new()),
         });
         let task = tokio::spawn(serve(listener, state.clone()));
         Ok(FakeApiServer { addr, state, task })
@@ -228,6 +256,25 @@ impl FakeApiServer {
         self.state.storage.set_watch_delay(delay);
     }
 
+    /// Answers the next `times` requests of `verb` on `resource` (same names as
+    /// [`RequestCounts::count`]) with an error `Status` of HTTP `code` (e.g. 500, 503, 409),
+    /// without performing them.
+    pub fn fail_requests(&self, verb: &str, resource: &str, code: u16, times: usize) {
+        let mut faults = self.state.faults.lock().unwrap_or_else(|e| e.into_inner());
+        faults.push(Fault {
+            verb: verb.to_owned(),
+            resource: resource.to_owned(),
+            code,
+            remaining: times,
+        });
+    }
+
+    /// Ends every open watch stream, as an API server restart or a load balancer would;
+    /// clients watch again from their last version.
+    pub fn end_watches(&self) {
+        self.state.storage.end_watches();
+    }
+
     /// Drops the watch history: any watch from a version before now gets 410 Gone.
     pub fn compact(&self) {
         self.state.storage.compact();
@@ -289,6 +336,54 @@ impl FakeApiServer {
         self.state
             .storage
             .create(resource(resource_name), namespace, object)
+    }
+
+    /// Applies a JSON merge patch directly (main resource, or its status when `status`), with
+    /// the same rules as a PATCH request.
+    ///
+    /// # Panics
+    /// If `resource` is not served.
+    pub fn merge_patch(
+        &self,
+        resource_name: &str,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+        status: bool,
+    ) -> Result<Value, ApiError> {
+        let part = if status { Part::Status } else { Part::Main };
+        let body = serde_json::to_vec(patch).map_err(|e| ApiError::internal(e.to_string()))?;
+        self.state.storage.patch(
+            resource(resource_name),
+            namespace,
+            name,
+            PatchKind::Merge,
+            &body,
+            part,
+        )
+    }
+
+    /// Deletes directly, with default options (background propagation, default grace period);
+    /// returns the object's last state, or its state marked for deletion when finalizers or a
+    /// grace period hold it.
+    ///
+    /// # Panics
+    /// If `resource` is not served.
+    pub fn delete(
+        &self,
+        resource_name: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let deleted = self.state.storage.delete(
+            resource(resource_name),
+            namespace,
+            name,
+            &DeleteOptions::default(),
+        )?;
+        Ok(match deleted {
+            Deleted::Gone(object) | Deleted::Pending(object) => object,
+        })
     }
 
     pub(crate) fn storage(&self) -> Arc<Storage> {

@@ -137,6 +137,29 @@ impl ApiError {
         Self::new(500, "InternalError", message.into(), None)
     }
 
+    /// An error a test asked the server to answer with (see `FakeApiServer::fail_requests`).
+    pub fn injected(code: u16) -> Self {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            409 => "Conflict",
+            410 => "Expired",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        Self::new(
+            code,
+            reason,
+            format!("injected failure ({code} {reason})"),
+            None,
+        )
+    }
+
     /// The `Status` object a Kubernetes API server sends for this error.
     pub fn to_status(&self) -> Value {
         let mut status = json!({

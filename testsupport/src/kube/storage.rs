@@ -5,11 +5,12 @@
 //! through a `tokio::sync::watch` channel carrying the latest resourceVersion and then copy
 //! the events they need out of the history.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -66,6 +67,17 @@ pub struct Event {
     pub previous: Option<Value>,
     /// When it was committed; a delayed watch sends it no earlier than `at + delay`.
     pub at: Instant,
+    /// `object` as JSON, encoded once for all watchers.
+    encoded: OnceLock<Bytes>,
+}
+
+impl Event {
+    /// The object as JSON bytes, shared by every watcher that sends it.
+    pub fn object_json(&self) -> &Bytes {
+        self.encoded.get_or_init(|| {
+            Bytes::from(serde_json::to_vec(&self.object).unwrap_or_else(|_| b"{}".to_vec()))
+        })
+    }
 }
 
 /// The kept events of one resource: every event with `rv > floor` is present.
@@ -80,6 +92,8 @@ pub(super) struct Inner {
     pub(super) rv: u64,
     pub(super) objects: BTreeMap<Key, Value>,
     pub(super) uids: HashMap<String, Key>,
+    /// Owner uid → keys of the objects naming it in `ownerReferences`.
+    owned: HashMap<String, BTreeSet<Key>>,
     histories: HashMap<(&'static str, &'static str), History>,
     history_limit: usize,
     random: u64,
@@ -91,6 +105,8 @@ pub struct Storage {
     inner: Mutex<Inner>,
     changed: watch::Sender<u64>,
     watch_delay: Mutex<Duration>,
+    /// Bumped to end every open watch stream.
+    epoch: watch::Sender<u64>,
 }
 
 /// The current time as Kubernetes writes timestamps (RFC 3339, whole seconds, UTC).
@@ -199,6 +215,12 @@ impl Inner {
         if let Some(uid) = meta_str(&object, "uid") {
             self.uids.insert(uid.to_owned(), key.clone());
         }
+        if let Some(old) = &previous {
+            self.unindex_owners(&key, old);
+        }
+        for owner in owner_uids(&object) {
+            self.owned.entry(owner).or_default().insert(key.clone());
+        }
         self.objects.insert(key, object.clone());
         let kind = if previous.is_some() {
             EventType::Modified
@@ -215,11 +237,31 @@ impl Inner {
         if let Some(uid) = meta_str(&previous, "uid") {
             self.uids.remove(uid);
         }
+        self.unindex_owners(key, &previous);
         self.rv += 1;
         let mut last = previous.clone();
         meta_mut(&mut last).insert("resourceVersion".into(), json!(self.rv.to_string()));
         self.record(rt, EventType::Deleted, last.clone(), Some(previous));
         Some(last)
+    }
+
+    fn unindex_owners(&mut self, key: &Key, object: &Value) {
+        for owner in owner_uids(object) {
+            if let Some(keys) = self.owned.get_mut(&owner) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.owned.remove(&owner);
+                }
+            }
+        }
+    }
+
+    /// Keys of the objects that name `uid` as an owner, in key order.
+    pub(super) fn dependents(&self, uid: &str) -> Vec<Key> {
+        self.owned
+            .get(uid)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     fn record(
@@ -242,6 +284,7 @@ impl Inner {
             object,
             previous,
             at: Instant::now(),
+            encoded: OnceLock::new(),
         }));
     }
 
@@ -284,6 +327,7 @@ impl Storage {
                 rv: 1,
                 objects: BTreeMap::new(),
                 uids: HashMap::new(),
+                owned: HashMap::new(),
                 histories: HashMap::new(),
                 history_limit,
                 random: seed,
@@ -291,6 +335,7 @@ impl Storage {
             }),
             changed: watch::Sender::new(1),
             watch_delay: Mutex::new(Duration::ZERO),
+            epoch: watch::Sender::new(0),
         }
     }
 
@@ -317,6 +362,16 @@ impl Storage {
     /// A receiver woken with the latest resourceVersion after each commit.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    /// A receiver that changes when every watch stream must end.
+    pub fn watch_epoch(&self) -> watch::Receiver<u64> {
+        self.epoch.subscribe()
+    }
+
+    /// Ends every open watch stream.
+    pub fn end_watches(&self) {
+        self.epoch.send_modify(|e| *e += 1);
     }
 
     /// The current resourceVersion.

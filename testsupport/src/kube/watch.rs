@@ -68,17 +68,29 @@ struct WatchState {
     cursor: u64,
     queue: VecDeque<Bytes>,
     changed: watch::Receiver<u64>,
+    epoch: watch::Receiver<u64>,
     deadline: Option<Instant>,
     bookmark_interval: Duration,
     next_bookmark: Instant,
     done: bool,
 }
 
-fn line(kind: &str, object: &Value) -> Bytes {
-    let mut bytes = serde_json::to_vec(&json!({"type": kind, "object": object}))
-        .unwrap_or_else(|_| b"{}".to_vec());
-    bytes.push(b'\n');
+/// One event line: `{"type":KIND,"object":OBJECT}` and a newline.
+fn line_of(kind: &str, object_json: &[u8]) -> Bytes {
+    let mut bytes = Vec::with_capacity(object_json.len() + 32);
+    bytes.extend_from_slice(b"{\"type\":\"");
+    bytes.extend_from_slice(kind.as_bytes());
+    bytes.extend_from_slice(b"\",\"object\":");
+    bytes.extend_from_slice(object_json);
+    bytes.extend_from_slice(b"}\n");
     Bytes::from(bytes)
+}
+
+fn line(kind: &str, object: &Value) -> Bytes {
+    line_of(
+        kind,
+        &serde_json::to_vec(object).unwrap_or_else(|_| b"{}".to_vec()),
+    )
 }
 
 fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
@@ -108,7 +120,7 @@ impl WatchState {
             (EventType::Deleted, true, _) => "DELETED",
             _ => return None,
         };
-        Some(line(kind, &event.object))
+        Some(line_of(kind, event.object_json()))
     }
 
     /// Queues the next due lines, or waits until something may be due.
@@ -172,6 +184,7 @@ impl WatchState {
                 self.next_bookmark = Instant::now() + self.bookmark_interval;
             }
             () = sleep_until(deadline) => self.done = true,
+            _ = self.epoch.changed() => self.done = true,
         }
     }
 }
@@ -183,6 +196,7 @@ pub fn stream(
     bookmark_interval: Duration,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let changed = storage.subscribe();
+    let epoch = storage.watch_epoch();
     let now = Instant::now();
     let mut queue = VecDeque::new();
     let cursor = match request.start {
@@ -203,6 +217,7 @@ pub fn stream(
         cursor,
         queue,
         changed,
+        epoch,
         deadline: request.timeout.map(|t| now + t),
         next_bookmark: now + bookmark_interval,
         bookmark_interval,

@@ -1,11 +1,12 @@
 //! Creates, updates and patches: the write rules of the API server (generated names, uids,
-//! resourceVersion preconditions, generation, the status and scale subresources, no-op
+//! resourceVersion preconditions, generation, the status subresource, no-op
 //! writes that change nothing and send no event).
 
 use serde_json::{Value, json};
 
 use super::patch::{self, PatchKind};
 use super::registry::ResourceType;
+use super::rules;
 use super::status::{ApiError, Result};
 use super::storage::{Inner, Key, Storage, finalizers, meta_mut, meta_str, timestamp_in};
 
@@ -144,6 +145,7 @@ impl Inner {
         if self.objects.contains_key(&key) {
             return Err(ApiError::already_exists(rt, &name));
         }
+        rules::check_sandbox(rt, &name, None, &object)?;
         let uid = self.new_uid();
         let meta = meta_mut(&mut object);
         meta.insert("name".into(), json!(name));
@@ -183,10 +185,16 @@ impl Inner {
                     *spec = json!({});
                 }
                 let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
-                if spec.get("clusterIP").is_none() && !external {
-                    let ip = self.next_cluster_ip();
-                    spec["clusterIP"] = json!(ip);
-                    spec["clusterIPs"] = json!([ip]);
+                match spec.get("clusterIP").cloned() {
+                    None if !external => {
+                        let ip = self.next_cluster_ip();
+                        spec["clusterIP"] = json!(ip);
+                        spec["clusterIPs"] = json!([ip]);
+                    }
+                    Some(ip) if spec.get("clusterIPs").is_none() => {
+                        spec["clusterIPs"] = json!([ip])
+                    }
+                    _ => {}
                 }
             }
             _ if rt.custom && rt.status => {
@@ -249,6 +257,8 @@ impl Inner {
                         }
                     }
                 }
+                rules::check_update(rt, name, &old, &mut next)?;
+                rules::check_sandbox(rt, name, Some(&old), &next)?;
                 if spec_part(&next) != spec_part(&old) {
                     let generation = old.pointer("/metadata/generation").and_then(Value::as_i64);
                     meta_mut(&mut next)
@@ -307,68 +317,6 @@ impl Inner {
         }
         self.update(rt, namespace, name, patched, part)
     }
-
-    /// The `autoscaling/v1` Scale of an object with a scale subresource.
-    pub(super) fn scale(&self, rt: &'static ResourceType, key: &Key) -> Result<Value> {
-        let object = self.get(rt, key)?;
-        let meta = object.get("metadata").cloned().unwrap_or_default();
-        let mut scale_meta = json!({});
-        for field in [
-            "name",
-            "namespace",
-            "uid",
-            "resourceVersion",
-            "creationTimestamp",
-        ] {
-            if let Some(v) = meta.get(field) {
-                scale_meta[field] = v.clone();
-            }
-        }
-        let mut status = json!({
-            "replicas": object.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
-        });
-        if let Some(selector) = object.pointer("/status/selector") {
-            status["selector"] = selector.clone();
-        }
-        Ok(json!({
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": scale_meta,
-            "spec": {"replicas": object.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
-            "status": status,
-        }))
-    }
-
-    /// Writes `spec.replicas` from a Scale (PUT) or a patch of the Scale.
-    pub(super) fn update_scale(
-        &mut self,
-        rt: &'static ResourceType,
-        key: &Key,
-        new_scale: Value,
-    ) -> Result<Value> {
-        let replicas = new_scale
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .filter(|r| *r >= 0)
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    rt,
-                    &key.name,
-                    "spec.replicas",
-                    "Invalid value: must be a non-negative integer",
-                )
-            })?;
-        let mut object = self.get(rt, key)?.clone();
-        if let Some(rv) = meta_str(&new_scale, "resourceVersion").filter(|rv| !rv.is_empty()) {
-            meta_mut(&mut object).insert("resourceVersion".into(), json!(rv));
-        }
-        if !object.get("spec").is_some_and(Value::is_object) {
-            object["spec"] = json!({});
-        }
-        object["spec"]["replicas"] = json!(replicas);
-        self.update(rt, &key.namespace, &key.name, object, Part::Main)?;
-        self.scale(rt, key)
-    }
 }
 
 impl Storage {
@@ -405,43 +353,6 @@ impl Storage {
         part: Part,
     ) -> Result<Value> {
         self.with(|inner| inner.patch(rt, namespace, name, kind, body, part))
-    }
-
-    /// Reads the Scale of an object.
-    pub fn scale(&self, rt: &'static ResourceType, namespace: &str, name: &str) -> Result<Value> {
-        self.with(|inner| inner.scale(rt, &Key::new(rt, namespace, name)))
-    }
-
-    /// Replaces the Scale (PUT `/scale`).
-    pub fn update_scale(
-        &self,
-        rt: &'static ResourceType,
-        namespace: &str,
-        name: &str,
-        scale: Value,
-    ) -> Result<Value> {
-        self.with(|inner| inner.update_scale(rt, &Key::new(rt, namespace, name), scale))
-    }
-
-    /// Patches the Scale (PATCH `/scale`).
-    pub fn patch_scale(
-        &self,
-        rt: &'static ResourceType,
-        namespace: &str,
-        name: &str,
-        kind: PatchKind,
-        body: &[u8],
-    ) -> Result<Value> {
-        self.with(|inner| {
-            let key = Key::new(rt, namespace, name);
-            let current = inner.scale(rt, &key)?;
-            let scale_type = &super::registry::ResourceType {
-                custom: false,
-                ..*rt
-            };
-            let patched = patch::apply(scale_type, name, kind, &current, body)?;
-            inner.update_scale(rt, &key, patched)
-        })
     }
 
     /// Changes an object in place, bypassing the write rules, as a controller of the cluster
