@@ -256,6 +256,14 @@ impl Router {
         self.inner.synced.load(Ordering::Acquire) && !self.inner.draining.load(Ordering::Acquire)
     }
 
+    /// Connections (and L7 requests) open to a sandbox now.
+    pub fn open_connections(&self, key: &SandboxKey) -> u64 {
+        self.inner
+            .table
+            .get(key)
+            .map_or(0, |slot| slot.activity.open())
+    }
+
     /// Connections held for a wake now, over all sandboxes.
     pub fn held_connections(&self) -> usize {
         self.inner.held.total()
