@@ -104,11 +104,11 @@ impl Proxy {
                 .background_tasks()
                 .spawn(crate::admin::accept_loop(router.clone(), listener));
         }
-        tracing::info!(
-            http = ?addrs.http,
-            admin = ?addrs.admin,
-            "proxy listening"
-        );
+        for (listener, addr) in [("http", addrs.http), ("admin", addrs.admin)] {
+            if let Some(addr) = addr {
+                tracing::info!(listener, listener.addr = %addr, "listening");
+            }
+        }
         Ok(Self { router, addrs })
     }
 
