@@ -244,3 +244,25 @@ async fn websocket_echo_through_upgrade_is_accounted() {
     );
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn upgraded_streams_outlive_the_idle_timeout() {
+    let (ws_addr, _ws) = websocket_echo().await;
+    let directory = TestDirectory::new();
+    directory.running("chat", ws_addr);
+    let proxy = start(config("[limits]\nidle_timeout = \"200ms\"\n"), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let url = format!("ws://{}/socket", host("chat"));
+    let (mut ws, _) = tokio_tungstenite::client_async(url, stream)
+        .await
+        .expect("websocket handshake through the proxy");
+    // Longer than the idle timeout of plain connections; upgraded ones have none by default.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    ws.send(Message::text("still here")).await.expect("send");
+    let echoed = ws.next().await.expect("echo").expect("frame");
+    assert_eq!(echoed.into_text().expect("text").as_str(), "still here");
+    drop(ws);
+    proxy.shutdown().await;
+}

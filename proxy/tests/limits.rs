@@ -136,3 +136,25 @@ async fn bad_clients_do_not_disturb_others() {
     assert_eq!(get(addr, &host("alice"), "/").await.status, StatusCode::OK);
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn idle_client_connections_are_closed() {
+    let backend = Backend::start().await;
+    let directory = TestDirectory::new();
+    directory.running("alice", backend.addr);
+    let proxy = start(
+        config("[limits]\nidle_timeout = \"300ms\"\nheader_read_timeout = \"60s\"\n"),
+        &directory,
+    )
+    .await;
+    let addr = proxy.addrs().http.expect("http listener");
+
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET / HTTP/1.1\r\nHost: {}\r\n\r\n", host("alice"));
+    stream.write_all(request.as_bytes()).await.expect("write");
+    // Keep-alive: the response comes, then the idle connection is closed by the proxy (the
+    // header read timeout is longer than the wait's deadline, so only the idle limit can).
+    let answer = read_until_closed(&mut stream).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    proxy.shutdown().await;
+}

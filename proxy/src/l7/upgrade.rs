@@ -11,7 +11,6 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::limits::IdleTimeout;
 use crate::route::{ConnKind, ConnectionGuard, RouteTarget, Router};
 
 /// Spawns the copy between the client's and the sandbox's upgraded connections.
@@ -24,7 +23,6 @@ pub(crate) fn spawn_tunnel(
     let Some(guard) = router.guard(&target.key, ConnKind::Upgrade) else {
         return;
     };
-    let idle = router.config().limits.upgraded_idle_timeout;
     let hard_stop = router.hard_stop();
     router.tasks().spawn(async move {
         let (down, up) = match tokio::try_join!(downstream, upstream) {
@@ -35,13 +33,11 @@ pub(crate) fn spawn_tunnel(
             }
         };
         let guard = Arc::new(guard);
-        let mut client = IdleTimeout::new(
-            Counting {
-                inner: TokioIo::new(down),
-                guard: Arc::clone(&guard),
-            },
-            idle,
-        );
+        // The client side keeps its connection's idle limit, switched to the upgraded one.
+        let mut client = Counting {
+            inner: TokioIo::new(down),
+            guard: Arc::clone(&guard),
+        };
         let mut sandbox = TokioIo::new(up);
         tokio::select! {
             result = tokio::io::copy_bidirectional(&mut client, &mut sandbox) => {
