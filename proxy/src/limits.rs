@@ -56,7 +56,7 @@ impl Limits {
             return Ok(());
         }
         let seen = self.rate.observe(&ip, 1);
-        if seen > i64::from(limit) as isize {
+        if seen > isize::try_from(limit).unwrap_or(isize::MAX) {
             metrics::counter!(m::CONNECTIONS_REJECTED_TOTAL, "reason" => "rate_limited")
                 .increment(1);
             return Err(ProxyError::RateLimited { limit });

@@ -139,3 +139,57 @@ async fn routes_wakes_activity_and_relist() {
         "not_found"
     );
 }
+
+#[tokio::test]
+async fn a_request_wakes_a_suspended_sandbox_through_the_store() {
+    let store = MemStore::default();
+    store.put(suspended("alice"));
+    let config = support::config("[activity]\nreport_interval = \"50ms\"\n");
+    let proxy = rouse_proxy::Proxy::start(config, StoreDirectory::new(store.clone()))
+        .await
+        .expect("proxy starts");
+    let router = proxy.router().clone();
+    support::wait_for("routes synced", || {
+        let router = router.clone();
+        async move { router.is_ready() }
+    })
+    .await;
+    let addr = proxy.addrs().http.expect("http listener");
+    let request =
+        tokio::spawn(
+            async move { support::client::get(addr, &support::host("alice"), "/woken").await },
+        );
+
+    // The controller's part: see the wake, start the workload, report it ready.
+    let key = ObjectKey::new("default", "alice");
+    support::wait_for("the wake patch", || {
+        let store = store.clone();
+        let key = key.clone();
+        async move {
+            store.object(&key).and_then(|sb| sb.spec.operating_mode) == Some(OperatingMode::Running)
+        }
+    })
+    .await;
+    let backend = support::backend::Backend::start().await;
+    store.put(ready("alice", backend.addr.port()));
+
+    let reply = tokio::time::timeout(DEADLINE, request)
+        .await
+        .expect("the held request completes")
+        .expect("client task");
+    assert_eq!(reply.status, http::StatusCode::OK);
+    assert_eq!(reply.body, "hello /woken");
+    support::wait_for("lastActivityTime written", || {
+        let store = store.clone();
+        let key = key.clone();
+        async move {
+            store
+                .object(&key)
+                .and_then(|sb| sb.status)
+                .and_then(|s| s.last_activity_time)
+                .is_some()
+        }
+    })
+    .await;
+    proxy.shutdown().await;
+}

@@ -17,6 +17,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tracing::Instrument;
 
 use crate::limits::{IdleControl, IdleTimeout};
 use crate::metrics as m;
@@ -157,10 +158,14 @@ pub(crate) async fn accept_loop(router: Router, listener: TcpListener) {
         };
         let _ = stream.set_nodelay(true);
         let router = router.clone();
-        tasks.spawn(async move {
-            serve_http_connection(router, stream, peer, Scheme::Http).await;
-            drop(admission);
-        });
+        let span = tracing::debug_span!("http_conn", client.addr = %peer);
+        tasks.spawn(
+            async move {
+                serve_http_connection(router, stream, peer, Scheme::Http).await;
+                drop(admission);
+            }
+            .instrument(span),
+        );
     }
 }
 

@@ -24,7 +24,8 @@ pub(crate) fn spawn_tunnel(
         return;
     };
     let hard_stop = router.hard_stop();
-    router.tasks().spawn(async move {
+    let span = tracing::debug_span!("upgraded", sandbox.key = %target.key);
+    router.tasks().spawn(tracing::Instrument::instrument(async move {
         let (down, up) = match tokio::try_join!(downstream, upstream) {
             Ok(pair) => pair,
             Err(err) => {
@@ -47,7 +48,7 @@ pub(crate) fn spawn_tunnel(
             }
             () = hard_stop.cancelled() => {}
         }
-    });
+    }, span));
 }
 
 /// The client side of a tunnel: bytes read go to the sandbox, bytes written come from it.
