@@ -160,3 +160,6 @@ fn spawn_reporter(router: Router, slot: Arc<Slot>) {
     };
     tasks.spawn(task);
 }
+
+#[cfg(test)]
+mod tests;

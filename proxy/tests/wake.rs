@@ -217,3 +217,33 @@ async fn refused_dials_are_retried_until_the_port_listens() {
     );
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_failed_wake_is_retried_while_connections_wait() {
+    let backend = Backend::start().await;
+    let directory = TestDirectory::new();
+    directory.set(
+        "flaky",
+        RouteState::Suspended {
+            wake_on_connect: true,
+        },
+    );
+    directory.fail_wakes(2);
+    let proxy = start(config(""), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+
+    let request = tokio::spawn(async move { get(addr, &host("flaky"), "/").await });
+    directory.wait_wakes(3).await;
+    directory.running("flaky", backend.addr);
+    let reply = tokio::time::timeout(DEADLINE, request)
+        .await
+        .expect("request completes")
+        .expect("client task");
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(
+        directory.wakes(),
+        3,
+        "two failures, then one wake that worked"
+    );
+    proxy.shutdown().await;
+}

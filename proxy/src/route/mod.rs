@@ -365,6 +365,11 @@ impl Router {
             })
     }
 
+    #[cfg(test)]
+    pub(crate) fn table_for_tests(&self) -> &RouteTable {
+        &self.inner.table
+    }
+
     pub(crate) fn slot(&self, key: &SandboxKey) -> Option<Arc<Slot>> {
         self.inner.table.get(key)
     }

@@ -1,14 +1,16 @@
 //! [`TestDirectory`]: routes the test sets, wakes and activity reports it records.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::future::{self, BoxFuture, FutureExt};
 use futures::stream::BoxStream;
 use rouse_proxy::SandboxKey;
 use rouse_proxy::directory::{
-    ActivityReport, Directory, Endpoint, PortMapping, Result, RouteState, RouteUpdate,
-    StaticDirectory,
+    ActivityReport, Directory, DirectoryError, Endpoint, PortMapping, Result, RouteState,
+    RouteUpdate, StaticDirectory,
 };
+use rouse_shared::store::StoreError;
 use tokio::sync::watch;
 
 /// A directory the test drives.
@@ -17,6 +19,7 @@ pub struct TestDirectory {
     routes: StaticDirectory,
     wakes: Arc<watch::Sender<u64>>,
     reports: Arc<Mutex<Vec<(SandboxKey, ActivityReport)>>>,
+    failing_wakes: Arc<AtomicU64>,
 }
 
 impl Default for TestDirectory {
@@ -32,6 +35,7 @@ impl TestDirectory {
             routes: StaticDirectory::new(&[]),
             wakes: Arc::new(watch::channel(0).0),
             reports: Arc::default(),
+            failing_wakes: Arc::default(),
         }
     }
 
@@ -59,6 +63,11 @@ impl TestDirectory {
             .expect("directory alive");
     }
 
+    /// Makes the next `n` wake calls fail as if the store were down.
+    pub fn fail_wakes(&self, n: u64) {
+        self.failing_wakes.store(n, Ordering::SeqCst);
+    }
+
     /// Activity reports received so far.
     pub fn reports(&self) -> Vec<(SandboxKey, ActivityReport)> {
         self.reports.lock().expect("reports lock").clone()
@@ -83,8 +92,22 @@ impl Directory for TestDirectory {
         self.routes.updates()
     }
 
-    fn wake(&self, _key: &SandboxKey) -> BoxFuture<'static, Result<()>> {
+    fn wake(&self, key: &SandboxKey) -> BoxFuture<'static, Result<()>> {
         self.wakes.send_modify(|n| *n += 1);
+        let fail = self
+            .failing_wakes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if fail {
+            let err = DirectoryError::Store {
+                key: key.clone(),
+                source: StoreError::Unavailable {
+                    message: "store down for the test".to_owned(),
+                    source: None,
+                },
+            };
+            return future::ready(Err(err)).boxed();
+        }
         future::ready(Ok(())).boxed()
     }
 
