@@ -54,17 +54,20 @@ pub enum ConnKind {
 }
 
 impl ConnKind {
+    /// Position in `metrics::hot::CONNECTIONS_OPEN_BY_KIND`.
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
     /// The metric label.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ConnKind::Http => "http",
-            ConnKind::Upgrade => "upgrade",
-            ConnKind::TlsPassthrough => "tls_passthrough",
-            ConnKind::Connect => "connect",
-            ConnKind::Tcp => "tcp",
-        }
+        CONN_KIND_LABELS[self.index()]
     }
 }
+
+/// Labels of [`ConnKind`], in declaration order.
+pub(crate) const CONN_KIND_LABELS: [&str; 5] =
+    ["http", "upgrade", "tls_passthrough", "connect", "tcp"];
 
 /// A dialled connection to a sandbox, counted as open while `guard` lives.
 #[derive(Debug)]
