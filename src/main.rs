@@ -1,6 +1,7 @@
 //! The `rouse` command line: one binary for every Rouse role and tool.
 
 mod cmd;
+mod telemetry;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,8 @@ enum Command {
     Wait(cmd::wait::Args),
     /// Print a sandbox's workload output.
     Logs(cmd::logs::Args),
+    /// Run the wake-on-connect proxy from a config file, or check one.
+    Proxy(cmd::proxy::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => (cmd::mode::run(&args, cmd::mode::Action::Resume), 1),
         Command::Wait(args) => (cmd::wait::run(&args), 1),
         Command::Logs(args) => (cmd::logs::run(&args), 1),
+        Command::Proxy(args) => (cmd::proxy::run(&args), 2),
     };
     match result {
         Ok(code) => code,

@@ -7,6 +7,7 @@ pub mod delete;
 pub mod get;
 pub mod logs;
 pub mod mode;
+pub mod proxy;
 pub mod table;
 pub mod validate;
 pub mod wait;
