@@ -35,6 +35,8 @@ enum Command {
     Wait(cmd::wait::Args),
     /// Print a sandbox's workload output.
     Logs(cmd::logs::Args),
+    /// Run standalone mode: store, sandboxes, proxy and REST API in one process.
+    Up(cmd::up::Args),
     /// Run the wake-on-connect proxy from a config file, or check one.
     Proxy(cmd::proxy::Args),
 }
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Wait(args) => (cmd::wait::run(&args), 1),
         Command::Logs(args) => (cmd::logs::run(&args), 1),
         Command::Proxy(args) => (cmd::proxy::run(&args), 2),
+        Command::Up(args) => (cmd::up::run(&args), 1),
     };
     match result {
         Ok(code) => code,

@@ -9,5 +9,6 @@ pub mod logs;
 pub mod mode;
 pub mod proxy;
 pub mod table;
+pub mod up;
 pub mod validate;
 pub mod wait;

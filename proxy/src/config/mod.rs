@@ -57,7 +57,13 @@ impl Config {
     /// # Ok::<(), rouse_proxy::config::ConfigError>(())
     /// ```
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        let config = parse::parse(text)?;
+        Self::from_shared_toml(text, &[])
+    }
+
+    /// Parses and validates the proxy's sections of a document shared with other components,
+    /// skipping the top-level keys in `foreign`; line numbers in errors are the document's.
+    pub fn from_shared_toml(text: &str, foreign: &[&str]) -> Result<Self, ConfigError> {
+        let config = parse::parse(text, foreign)?;
         let issues = validate::validate(&config);
         if issues.is_empty() {
             Ok(config)

@@ -98,7 +98,10 @@ impl fmt::Display for IssueList<'_> {
 }
 
 /// Parses the document; see the module docs for how all errors are collected.
-pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
+///
+/// Top-level keys in `foreign` belong to another component sharing the file (`rouse up` keeps
+/// its `[api]` and `[runtime]` beside the proxy's sections) and are skipped.
+pub(super) fn parse(text: &str, foreign: &[&str]) -> Result<Config, ConfigError> {
     let root = DeTable::parse(text).map_err(|err| {
         ConfigError::Invalid(vec![ConfigIssue {
             path: String::new(),
@@ -114,7 +117,13 @@ pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
         .filter(|(key, _)| !SECTIONS.contains(&key.get_ref().as_ref()))
         .map(|(key, _)| (key.get_ref().to_string(), key.span().start))
         .collect();
+    for key in foreign {
+        table.remove(*key);
+    }
     for (key, at) in unknown {
+        if foreign.contains(&key.as_str()) {
+            continue;
+        }
         table.remove(key.as_str());
         issues.push(ConfigIssue {
             path: key,

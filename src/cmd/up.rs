@@ -1,0 +1,235 @@
+//! `rouse up`: standalone mode in one process — the embedded store, the sandbox reconciler on
+//! the local platform, the wake-on-connect proxy and the REST API.
+//!
+//! The same reconciler and proxy as in Kubernetes mode run here behind the standalone
+//! adapters: `EmbeddedStore` for `Store`, `LocalPlatform` for `Platform`, and the proxy's
+//! `StoreDirectory` on the embedded store. Ctrl-C (or SIGTERM) drains the proxy and the API and
+//! stops every workload cleanly; starting again on the same data directory restores the
+//! objects and volumes and restarts what was running. SIGHUP (or a change of the config file)
+//! reloads the proxy's sections of the config.
+
+mod config;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, bail};
+use rouse_controller::api::{self, ApiConfig, ApiState};
+use rouse_controller::platform::local::{LocalConfig, LocalPlatform};
+use rouse_controller::standalone;
+use rouse_controller::store::{EmbeddedStore, STORE_FILE_NAME};
+use rouse_proxy::{Proxy, StoreDirectory};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+pub use config::UpConfig;
+
+/// How often the config file's modification time is checked for a reload.
+const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Arguments of `rouse up`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The data directory (store, volumes, logs, token); default `$XDG_DATA_HOME/rouse` or
+    /// `~/.local/share/rouse`.
+    #[arg(long, value_name = "DIR", env = "ROUSE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// The config file (TOML): `[api]`, `[runtime]` and every proxy section of
+    /// docs/proxy-config.md; see docs/standalone.md.
+    #[arg(long, value_name = "FILE", env = "ROUSE_UP_CONFIG")]
+    config: Option<PathBuf>,
+    /// Serve the REST API without a bearer token (for tests and trusted machines only).
+    #[arg(long)]
+    no_auth: bool,
+}
+
+/// Runs standalone mode until Ctrl-C or SIGTERM.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let config = match &args.config {
+        Some(path) => UpConfig::from_file(path)?,
+        None => UpConfig::default(),
+    };
+    let data_dir = match &args.data_dir {
+        Some(dir) => dir.clone(),
+        None => rouse_shared::datadir::default_data_dir().context(
+            "no data directory: set --data-dir or ROUSE_DATA_DIR (HOME and XDG_DATA_HOME are unset)",
+        )?,
+    };
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+    crate::telemetry::init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(args, config, &data_dir))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result<()> {
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let mut hup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
+
+    // The store first: it locks the data directory, and the platform may only take over the
+    // workloads a previous run left once no other `rouse up` owns the directory.
+    let store = EmbeddedStore::open(&data_dir.join(STORE_FILE_NAME))?;
+    let mut local = LocalConfig::new(data_dir);
+    local.runsc = config.runtime.runsc.clone();
+    let platform = LocalPlatform::new(local)?;
+
+    let token = if args.no_auth {
+        None
+    } else {
+        let (token, created) = api::load_or_create_token(data_dir)?;
+        if created {
+            println!(
+                "api token (saved in {}): {token}",
+                rouse_shared::datadir::token_file(data_dir).display()
+            );
+        }
+        Some(token)
+    };
+    let mut api_config = ApiConfig::new(token, data_dir);
+    api_config.listen = config.api.listen;
+    let api_listener = tokio::net::TcpListener::bind(api_config.listen)
+        .await
+        .with_context(|| format!("cannot listen for the api on {}", api_config.listen))?;
+    let api_addr = api_listener.local_addr().context("api listener address")?;
+
+    let proxy = Proxy::start(config.proxy.clone(), StoreDirectory::new(store.clone())).await?;
+
+    let shutdown = CancellationToken::new();
+    let driver = tokio::spawn(standalone::run(store.clone(), platform, shutdown.clone()));
+    let api_task = tokio::spawn(api::serve(
+        api_listener,
+        ApiState::new(store.clone(), api_config),
+        shutdown.clone(),
+    ));
+
+    print_banner(data_dir, api_addr, &proxy, args.no_auth);
+
+    let mut tick = tokio::time::interval(WATCH_INTERVAL);
+    let mut seen = args.config.as_deref().and_then(modified);
+    let mut failure = None;
+    let mut driver = Some(driver);
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => {
+                if let Some(path) = &args.config {
+                    seen = modified(path);
+                    reload(&proxy, path);
+                }
+            }
+            _ = tick.tick() => {
+                if let Some(path) = &args.config {
+                    let now = modified(path);
+                    if now != seen {
+                        seen = now;
+                        reload(&proxy, path);
+                    }
+                }
+            }
+            // The reconciler ending on its own is a failure: stop everything else and say why.
+            result = async { driver.as_mut().expect("polled only while present").await }, if driver.is_some() => {
+                driver = None;
+                failure = Some(match result {
+                    Ok(Ok(())) => anyhow::anyhow!("the sandbox reconciler stopped unexpectedly"),
+                    Ok(Err(err)) => anyhow::Error::new(err).context("the sandbox reconciler failed"),
+                    Err(err) => anyhow::Error::new(err).context("the sandbox reconciler panicked"),
+                });
+                break;
+            }
+        }
+    }
+    println!("stopping: draining the proxy and the api, stopping sandboxes");
+    shutdown.cancel();
+    proxy.shutdown().await;
+    match api_task.await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::error!(error = %err, "the api stopped with an error"),
+        Err(err) => tracing::error!(error = %err, "the api task failed"),
+    }
+    if let Some(driver) = driver {
+        match driver.await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::error!(error = %err, "stopping sandboxes failed"),
+            Err(err) => tracing::error!(error = %err, "the reconciler task failed"),
+        }
+    }
+    drop(store);
+    match failure {
+        Some(err) => Err(err),
+        None => {
+            println!("stopped");
+            Ok(())
+        }
+    }
+}
+
+/// Says what listens where, one `name: address` line each, so people and tests can read it.
+fn print_banner(data_dir: &Path, api_addr: std::net::SocketAddr, proxy: &Proxy, no_auth: bool) {
+    let config = proxy.config();
+    let addrs = proxy.addrs();
+    println!("rouse is up; data in {}", data_dir.display());
+    let auth = if no_auth {
+        "no auth".to_owned()
+    } else {
+        format!(
+            "bearer token in {}",
+            rouse_shared::datadir::token_file(data_dir).display()
+        )
+    };
+    println!("api: http://{api_addr} ({auth})");
+    if let Some(http) = addrs.http {
+        let domain = config.routing.domains.first().map_or("", String::as_str);
+        println!(
+            "proxy: http://{http} (http://NAME.NAMESPACE.{domain}:{})",
+            http.port()
+        );
+    }
+    if let Some(https) = addrs.https {
+        println!("proxy-https: https://{https}");
+    }
+    if let Some(passthrough) = addrs.tls_passthrough {
+        println!("proxy-tls-passthrough: {passthrough}");
+    }
+    if let Some(admin) = addrs.admin {
+        println!("metrics: http://{admin}/metrics");
+    }
+    println!("press Ctrl-C to stop");
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Reads the file again and puts its proxy sections in force, or logs why not.
+fn reload(proxy: &Proxy, path: &Path) {
+    match UpConfig::from_file(path) {
+        Ok(config) => match proxy.reload(config.proxy) {
+            Ok(()) => tracing::info!(config.path = %path.display(), "proxy config reloaded"),
+            Err(err) => {
+                tracing::error!(config.path = %path.display(), error = %err, "config reload rejected; the old config stays")
+            }
+        },
+        Err(err) => {
+            tracing::error!(config.path = %path.display(), error = %err, "config reload rejected; the old config stays");
+        }
+    }
+}
+
+/// Fails early, with the reason, when a config asks for what standalone mode cannot do.
+pub fn check_standalone(config: &rouse_proxy::Config) -> anyhow::Result<()> {
+    if config.directory.kind != rouse_proxy::config::DirectoryKind::Store
+        || !config.directory.routes.is_empty()
+    {
+        bail!(
+            "[directory]: `rouse up` routes to the sandboxes in its own store; remove the section (static routes are for `rouse proxy`)"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! The `rouse up` config file: `[api]` and `[runtime]` beside every section of the proxy's
+//! config (docs/proxy-config.md), in one TOML file. Every key has a default, so no file at all
+//! is a valid configuration.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use rouse_controller::api::ApiConfig;
+use serde::Deserialize;
+
+/// The top-level sections `rouse up` owns; everything else belongs to the proxy.
+const OWN_SECTIONS: [&str; 2] = ["api", "runtime"];
+
+/// Everything `rouse up` can be told in its config file.
+#[derive(Debug, Clone, Default)]
+pub struct UpConfig {
+    /// `[api]`: the REST API.
+    pub api: ApiSection,
+    /// `[runtime]`: the local runtimes.
+    pub runtime: RuntimeSection,
+    /// The proxy's sections; its directory is always the embedded store.
+    pub proxy: rouse_proxy::Config,
+}
+
+/// `[api]`: the REST API.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiSection {
+    /// Address the REST API listens on. Default `127.0.0.1:7070`.
+    pub listen: SocketAddr,
+}
+
+impl Default for ApiSection {
+    fn default() -> Self {
+        Self {
+            listen: ApiConfig::DEFAULT_LISTEN,
+        }
+    }
+}
+
+/// `[runtime]`: the local runtimes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeSection {
+    /// The `runsc` binary for `runtimeClassName: gvisor`: a path, or a name looked up on
+    /// `PATH`. Default `runsc`.
+    pub runsc: PathBuf,
+}
+
+impl Default for RuntimeSection {
+    fn default() -> Self {
+        Self {
+            runsc: PathBuf::from("runsc"),
+        }
+    }
+}
+
+/// The sections `rouse up` owns, with the proxy's ignored.
+#[derive(Debug, Default, Deserialize)]
+struct OwnSections {
+    #[serde(default)]
+    api: ApiSection,
+    #[serde(default)]
+    runtime: RuntimeSection,
+}
+
+impl UpConfig {
+    /// Parses a config document; errors name the key and the line.
+    pub fn from_toml(text: &str) -> anyhow::Result<Self> {
+        let proxy = rouse_proxy::Config::from_shared_toml(text, &OWN_SECTIONS)?;
+        super::check_standalone(&proxy)?;
+        let own: OwnSections = toml::from_str(text)
+            .map_err(|err| anyhow::anyhow!("invalid config: {}", err.to_string().trim_end()))?;
+        Ok(Self {
+            api: own.api,
+            runtime: own.runtime,
+            proxy,
+        })
+    }
+
+    /// Reads and parses a config file.
+    pub fn from_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        Self::from_toml(&text).with_context(|| format!("config file {}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_file_means_defaults() {
+        let config = UpConfig::from_toml("").expect("empty config");
+        assert_eq!(config.api.listen, ApiConfig::DEFAULT_LISTEN);
+        assert_eq!(config.runtime.runsc, PathBuf::from("runsc"));
+        assert_eq!(
+            config.proxy.http.listen,
+            Some("127.0.0.1:8080".parse().expect("address"))
+        );
+        assert_eq!(config.proxy.routing.domains, vec!["sandbox.localhost"]);
+    }
+
+    #[test]
+    fn own_and_proxy_sections_share_the_file() {
+        let text = "[api]\nlisten = \"127.0.0.1:0\"\n[runtime]\nrunsc = \"/opt/runsc\"\n\
+                    [http]\nlisten = \"127.0.0.1:0\"\n[wake]\ndeadline = \"5s\"\n";
+        let config = UpConfig::from_toml(text).expect("valid config");
+        assert_eq!(config.api.listen.port(), 0);
+        assert_eq!(config.runtime.runsc, PathBuf::from("/opt/runsc"));
+        assert_eq!(
+            config.proxy.wake.deadline,
+            std::time::Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn bad_keys_are_named() {
+        let err = UpConfig::from_toml("[api]\nlisten = \"nowhere\"\n").expect_err("bad address");
+        assert!(format!("{err:#}").contains("listen"), "{err:#}");
+        let err = UpConfig::from_toml("[api]\nlisen = \"127.0.0.1:1\"\n").expect_err("typo");
+        assert!(format!("{err:#}").contains("lisen"), "{err:#}");
+        let err = UpConfig::from_toml("\n[wake]\ndeadline = \"soon\"\n").expect_err("bad duration");
+        assert!(
+            format!("{err:#}").contains("line 3: wake.deadline"),
+            "{err:#}"
+        );
+        let err = UpConfig::from_toml("[directory]\nkind = \"static\"\n").expect_err("static");
+        assert!(format!("{err:#}").contains("[directory]"), "{err:#}");
+    }
+}
