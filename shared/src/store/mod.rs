@@ -7,22 +7,26 @@
 //! watch) live behind it, so both modes run the same reconcile and routing code.
 
 mod error;
+mod kube;
 mod types;
 
 use std::fmt::Debug;
 use std::future::Future;
 
+use ::kube::core::NamespaceResourceScope;
 use futures::stream::BoxStream;
-use kube::core::NamespaceResourceScope;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use self::kube::KubeStore;
 pub use error::{Result, StoreError};
-pub use types::{DeleteParams, Deletion, ListParams, ObjectKey, ObjectList, Patch, WatchEvent};
+pub use types::{
+    DeleteParams, Deletion, ListParams, ObjectKey, ObjectList, Patch, Propagation, WatchEvent,
+};
 
 /// An object a store can hold: any namespaced Rouse kind.
 pub trait StoreObject:
-    kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    ::kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
     + Debug
     + Serialize
@@ -34,7 +38,7 @@ pub trait StoreObject:
 }
 
 impl<K> StoreObject for K where
-    K: kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    K: ::kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
         + Debug
         + Serialize
