@@ -16,6 +16,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the Sandbox controller against a Kubernetes cluster.
+    Controller(cmd::controller::Args),
     /// Print every CustomResourceDefinition as YAML, or write one file per CRD.
     Crds(cmd::crds::Args),
     /// Check manifests of the sandbox kinds; `-` reads standard input.
@@ -25,6 +27,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Controller(args) => cmd::controller::run(&args),
         Command::Crds(args) => cmd::crds::run(&args),
         Command::Validate(args) => cmd::validate::run(&args),
     };

@@ -76,10 +76,12 @@ impl Platform for KubePlatform {
             workloads.push(objects::workload(&pod, sandbox));
         }
         // Other pods this sandbox owns, to refuse when there is more than one.
+        // A scan of the cache, so the predicate allocates nothing and tests the selective
+        // hash label first.
         let others = self.cache.pods.state_filter(|p| {
-            p.namespace().as_deref() == Some(namespace.as_str())
-                && p.name_any() != name
-                && p.labels().get(SANDBOX_NAME_HASH) == Some(&hash)
+            p.labels().get(SANDBOX_NAME_HASH) == Some(&hash)
+                && p.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && p.metadata.name.as_deref() != Some(name.as_str())
                 && is_owned_by(p, sandbox)
         });
         workloads.extend(others.iter().map(|p| objects::workload(p, sandbox)));
