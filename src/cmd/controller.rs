@@ -70,6 +70,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     if args.lease_retry >= args.lease_duration {
         anyhow::bail!("--lease-retry must be shorter than --lease-duration");
