@@ -4,3 +4,5 @@
 //! hostname to a sandbox with [`rouse_shared::names::SandboxDomains`], holds the connection while
 //! a suspended sandbox is woken, then splices the traffic through. See `docs/architecture.md`.
 //! The request path lands here phase by phase; this crate currently holds no code.
+
+pub mod l4;

@@ -1,0 +1,3 @@
+//! Layer 4: TLS passthrough routed by SNI, HTTP CONNECT tunnels and static TCP listeners.
+
+pub mod sni;
