@@ -6,3 +6,4 @@
 //! The request path lands here phase by phase; this crate currently holds no code.
 
 pub mod l4;
+pub mod tls;
