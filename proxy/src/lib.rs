@@ -2,8 +2,32 @@
 //!
 //! Accepts client connections (HTTP/1.1, HTTP/2, WebSocket, TLS passthrough, raw TCP), maps the
 //! hostname to a sandbox with [`rouse_shared::names::SandboxDomains`], holds the connection while
-//! a suspended sandbox is woken, then splices the traffic through. See `docs/architecture.md`.
-//! The request path lands here phase by phase; this crate currently holds no code.
+//! a suspended sandbox is woken, then proxies the traffic through. The request path, phase by
+//! phase, is in `docs/proxy.md`:
+//!
+//! accept ([`server`], [`l7`]) → classify → route ([`route`]) → hold/wake ([`wake`]) → connect
+//! ([`Router::connect`]) → splice/proxy ([`l7`], [`l4`]) → account ([`activity`], [`metrics`]).
 
+pub mod activity;
+mod admin;
+pub mod config;
+pub mod directory;
+pub mod error;
 pub mod l4;
+pub mod l7;
+pub mod limits;
+pub mod metrics;
+pub mod route;
+pub mod server;
 pub mod tls;
+pub mod wake;
+
+pub use activity::ConnectionGuard;
+pub use config::Config;
+pub use directory::{
+    Directory, RouteState, RouteUpdate, SandboxKey, StaticDirectory, StoreDirectory,
+};
+pub use error::ProxyError;
+pub use l7::{Scheme, serve_http_connection};
+pub use route::{ConnKind, RouteError, RouteTarget, Router, Upstream};
+pub use server::{BoundAddrs, Proxy, ServerError, run};

@@ -1,0 +1,162 @@
+//! Activity accounting: per sandbox, bytes both ways and opened and open connections, reported
+//! to the directory coalesced.
+//!
+//! Each sandbox gets a reporter task only while it has something to report: the first activity
+//! starts it, it reports at once, then at most once per `activity.report_interval` — and keeps
+//! reporting as a heartbeat while any connection is open. It ends after an interval with no
+//! activity and no open connection. There is no global sweep over sandboxes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use crate::directory::{ActivityReport, SandboxKey};
+use crate::metrics as m;
+use crate::route::{ConnKind, Router, Slot};
+
+/// Activity counters of one sandbox since its last report.
+#[derive(Debug, Default)]
+pub struct SandboxActivity {
+    bytes_to_upstream: AtomicU64,
+    bytes_to_client: AtomicU64,
+    opened: AtomicU64,
+    open: AtomicU64,
+    dirty: AtomicBool,
+    reporter: AtomicBool,
+}
+
+impl SandboxActivity {
+    /// Connections open now.
+    pub fn open(&self) -> u64 {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Takes the counters for a report, resetting the deltas.
+    fn take(&self) -> ActivityReport {
+        self.dirty.store(false, Ordering::Release);
+        ActivityReport {
+            at: SystemTime::now(),
+            bytes_to_upstream: self.bytes_to_upstream.swap(0, Ordering::AcqRel),
+            bytes_to_client: self.bytes_to_client.swap(0, Ordering::AcqRel),
+            connections_opened: self.opened.swap(0, Ordering::AcqRel),
+            connections_open: self.open.load(Ordering::Acquire),
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.dirty.load(Ordering::Acquire) || self.open.load(Ordering::Acquire) > 0
+    }
+}
+
+/// Counts one open connection to a sandbox for as long as it lives, and the bytes it carries.
+///
+/// Activity of a sandbox with an open guard is reported as a heartbeat every report interval.
+#[derive(Debug)]
+pub struct ConnectionGuard {
+    router: Router,
+    slot: Arc<Slot>,
+    kind: ConnKind,
+}
+
+impl ConnectionGuard {
+    /// Counts a new open connection of `kind` to the slot's sandbox.
+    pub(crate) fn new(router: Router, slot: Arc<Slot>, kind: ConnKind) -> Self {
+        let activity = &slot.activity;
+        activity.opened.fetch_add(1, Ordering::AcqRel);
+        activity.open.fetch_add(1, Ordering::AcqRel);
+        activity.dirty.store(true, Ordering::Release);
+        metrics::gauge!(m::CONNECTIONS_OPEN, "kind" => kind.as_str()).increment(1.0);
+        let guard = Self { router, slot, kind };
+        guard.ensure_reporter();
+        guard
+    }
+
+    /// The sandbox this connection goes to.
+    pub fn key(&self) -> &SandboxKey {
+        &self.slot.key
+    }
+
+    /// The kind of connection counted.
+    pub fn kind(&self) -> ConnKind {
+        self.kind
+    }
+
+    /// Adds bytes carried: `to_upstream` from the client to the sandbox, `to_client` back.
+    pub fn record_bytes(&self, to_upstream: u64, to_client: u64) {
+        let activity = &self.slot.activity;
+        if to_upstream > 0 {
+            activity
+                .bytes_to_upstream
+                .fetch_add(to_upstream, Ordering::Relaxed);
+            metrics::counter!(m::BYTES_TOTAL, "direction" => "to_upstream").increment(to_upstream);
+        }
+        if to_client > 0 {
+            activity
+                .bytes_to_client
+                .fetch_add(to_client, Ordering::Relaxed);
+            metrics::counter!(m::BYTES_TOTAL, "direction" => "to_client").increment(to_client);
+        }
+        if to_upstream > 0 || to_client > 0 {
+            activity.dirty.store(true, Ordering::Release);
+            self.ensure_reporter();
+        }
+    }
+
+    fn ensure_reporter(&self) {
+        if self.slot.activity.reporter.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        spawn_reporter(self.router.clone(), Arc::clone(&self.slot));
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        let activity = &self.slot.activity;
+        activity.open.fetch_sub(1, Ordering::AcqRel);
+        activity.dirty.store(true, Ordering::Release);
+        metrics::gauge!(m::CONNECTIONS_OPEN, "kind" => self.kind.as_str()).decrement(1.0);
+    }
+}
+
+/// Starts the reporter task of one sandbox; the caller has set its `reporter` flag.
+fn spawn_reporter(router: Router, slot: Arc<Slot>) {
+    let stop = router.background_stop();
+    let tasks = router.background_tasks();
+    let task = async move {
+        let activity = &slot.activity;
+        loop {
+            let report = activity.take();
+            let interval = router.config().activity.report_interval;
+            let result = tokio::time::timeout(
+                interval,
+                router.directory().report_activity(&slot.key, report),
+            )
+            .await;
+            let label = match result {
+                Ok(Ok(())) => "ok",
+                Ok(Err(err)) => {
+                    tracing::debug!(sandbox.key = %slot.key, error = %err, "activity report failed");
+                    "error"
+                }
+                Err(_) => "timeout",
+            };
+            metrics::counter!(m::ACTIVITY_REPORTS_TOTAL, "result" => label).increment(1);
+            tokio::select! {
+                () = tokio::time::sleep(interval) => {}
+                () = stop.cancelled() => break,
+            }
+            if activity.busy() {
+                continue;
+            }
+            activity.reporter.store(false, Ordering::Release);
+            // Activity that raced with the flag reset would find the flag still set and not
+            // start a reporter; take the duty back if so.
+            if !activity.busy() || activity.reporter.swap(true, Ordering::AcqRel) {
+                return;
+            }
+        }
+        activity.reporter.store(false, Ordering::Release);
+    };
+    tasks.spawn(task);
+}

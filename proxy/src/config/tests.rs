@@ -1,0 +1,1 @@
+//! Tests of config parsing and validation.

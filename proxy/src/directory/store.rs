@@ -1,0 +1,181 @@
+//! [`StoreDirectory`]: routes from Sandbox objects in a [`Store`], in both modes.
+//!
+//! A task lists the Sandboxes, sends their states, then follows the watch; on `Expired` or a
+//! closed watch it lists again and sends `Missing` for sandboxes that vanished meanwhile. Store
+//! failures back off (100 ms doubling to 5 s) and retry; the proxy keeps routing on the last
+//! known table in the meantime.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::future::{BoxFuture, FutureExt};
+use futures::stream::{self, BoxStream, StreamExt};
+use rouse_shared::api::Sandbox;
+use rouse_shared::store::{ListParams, ObjectKey, Patch, Store, StoreError, WatchEvent};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::static_routes::diff;
+use super::{
+    ActivityReport, Directory, DirectoryError, Result, RouteState, RouteUpdate, SandboxKey,
+    route_state,
+};
+
+/// Updates buffered between the watch task and the routing table.
+const UPDATE_BUFFER: usize = 1024;
+const BACKOFF_INITIAL: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// A directory on `Store<Sandbox>`: watch for routes, merge patches for wakes and activity.
+#[derive(Debug, Clone)]
+pub struct StoreDirectory<S> {
+    store: S,
+    params: ListParams,
+}
+
+impl<S> StoreDirectory<S>
+where
+    S: Store<Sandbox> + Clone + 'static,
+{
+    /// A directory over every namespace of the store.
+    pub fn new(store: S) -> Self {
+        Self {
+            store,
+            params: ListParams::default(),
+        }
+    }
+
+    /// A directory over the sandboxes `params` selects.
+    pub fn with_params(store: S, params: ListParams) -> Self {
+        Self { store, params }
+    }
+}
+
+/// Lists and watches until the receiver goes away.
+async fn follow<S: Store<Sandbox>>(store: S, params: ListParams, tx: mpsc::Sender<RouteUpdate>) {
+    let mut known: BTreeMap<SandboxKey, RouteState> = BTreeMap::new();
+    let mut backoff = BACKOFF_INITIAL;
+    loop {
+        let list = tokio::select! {
+            list = store.list(&params) => list,
+            () = tx.closed() => return,
+        };
+        let list = match list {
+            Ok(list) => list,
+            Err(err) => {
+                tracing::warn!(error = %err, "listing sandboxes failed; retrying");
+                metrics::counter!("rouse_proxy_directory_errors_total", "kind" => err.metric_label()).increment(1);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        };
+        let now: BTreeMap<SandboxKey, RouteState> = list
+            .items
+            .iter()
+            .map(|sb| (ObjectKey::of(sb), route_state(sb)))
+            .filter(|(_, state)| *state != RouteState::Missing)
+            .collect();
+        for update in diff(&known, &now).into_iter().chain([RouteUpdate::Synced]) {
+            if tx.send(update).await.is_err() {
+                return;
+            }
+        }
+        known = now;
+        let watch = match store.watch(&params, &list.resource_version).await {
+            Ok(watch) => watch,
+            Err(err) => {
+                tracing::warn!(error = %err, "watching sandboxes failed; listing again");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        };
+        backoff = BACKOFF_INITIAL;
+        let mut watch = watch;
+        loop {
+            let event = tokio::select! {
+                event = watch.next() => event,
+                () = tx.closed() => return,
+            };
+            let (key, state) = match event {
+                None => break,
+                Some(Err(StoreError::Expired { .. })) => break,
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, "sandbox watch failed; listing again");
+                    metrics::counter!("rouse_proxy_directory_errors_total", "kind" => err.metric_label()).increment(1);
+                    break;
+                }
+                Some(Ok(WatchEvent::Added(sb) | WatchEvent::Modified(sb))) => {
+                    (ObjectKey::of(&sb), route_state(&sb))
+                }
+                Some(Ok(WatchEvent::Deleted(sb))) => (ObjectKey::of(&sb), RouteState::Missing),
+                Some(Ok(WatchEvent::Bookmark { .. })) => continue,
+            };
+            if known.get(&key) == Some(&state) {
+                continue;
+            }
+            if state == RouteState::Missing {
+                known.remove(&key);
+            } else {
+                known.insert(key.clone(), state.clone());
+            }
+            if tx.send(RouteUpdate::Set { key, state }).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl<S> Directory for StoreDirectory<S>
+where
+    S: Store<Sandbox> + Clone + 'static,
+{
+    fn updates(&self) -> BoxStream<'static, RouteUpdate> {
+        let (tx, rx) = mpsc::channel(UPDATE_BUFFER);
+        tokio::spawn(follow(self.store.clone(), self.params.clone(), tx));
+        stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|u| (u, rx)) }).boxed()
+    }
+
+    fn wake(&self, key: &SandboxKey) -> BoxFuture<'static, Result<()>> {
+        let store = self.store.clone();
+        let key = key.clone();
+        async move {
+            let patch = Patch::merge(json!({"spec": {"operatingMode": "Running"}}));
+            let Some(patch) = patch else {
+                return Ok(());
+            };
+            match store.patch(&key, &patch).await {
+                Ok(_) => Ok(()),
+                Err(err) if err.is_not_found() => Err(DirectoryError::NotFound { key }),
+                Err(source) => Err(DirectoryError::Store { key, source }),
+            }
+        }
+        .boxed()
+    }
+
+    fn report_activity(
+        &self,
+        key: &SandboxKey,
+        report: ActivityReport,
+    ) -> BoxFuture<'static, Result<()>> {
+        let store = self.store.clone();
+        let key = key.clone();
+        async move {
+            let at = jiff::Timestamp::try_from(report.at)
+                .unwrap_or_else(|_| jiff::Timestamp::now())
+                .round(jiff::Unit::Second)
+                .unwrap_or_else(|_| jiff::Timestamp::now());
+            let patch = Patch::merge(json!({"status": {"lastActivityTime": at.to_string()}}));
+            let Some(patch) = patch else {
+                return Ok(());
+            };
+            match store.patch_status(&key, &patch).await {
+                Ok(_) => Ok(()),
+                Err(err) if err.is_not_found() => Err(DirectoryError::NotFound { key }),
+                Err(source) => Err(DirectoryError::Store { key, source }),
+            }
+        }
+        .boxed()
+    }
+}

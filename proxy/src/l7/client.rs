@@ -1,0 +1,126 @@
+//! The pooled upstream HTTP client: hyper-util's client with a connector that dials through
+//! [`Router`]'s hold/wake and connect phases, so pooled requests wait for a waking sandbox and
+//! dial errors are retried like any other connection.
+//!
+//! The pool is keyed by URI authority, which encodes the target as `{name}.{namespace}[:port]`
+//! (namespaces are DNS labels and never contain a dot), so each sandbox port has its own pool.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Weak;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::Uri;
+use http::uri::{Authority, Scheme};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpStream;
+
+use super::body::CountingBody;
+use crate::directory::SandboxKey;
+use crate::error::ProxyError;
+use crate::route::{RouteTarget, Router, RouterInner};
+
+/// Idle pooled connections are closed after this long; shorter than common backend keep-alive
+/// timeouts (60 s and more) so the proxy closes first.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most idle connections kept per sandbox port.
+const POOL_MAX_IDLE_PER_TARGET: usize = 64;
+
+/// The body type sent upstream.
+pub(crate) type UpstreamBody = CountingBody<Incoming>;
+
+/// The pooled client.
+pub(crate) struct UpstreamClient {
+    client: Client<RouterConnector, UpstreamBody>,
+}
+
+impl UpstreamClient {
+    pub(crate) fn new(router: Weak<RouterInner>) -> Self {
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_max_idle_per_host(POOL_MAX_IDLE_PER_TARGET)
+            .set_host(false)
+            .build(RouterConnector { router });
+        Self { client }
+    }
+
+    /// Sends a request whose URI came from [`target_uri`].
+    pub(crate) async fn request(
+        &self,
+        req: http::Request<UpstreamBody>,
+    ) -> Result<http::Response<Incoming>, hyper_util::client::legacy::Error> {
+        self.client.request(req).await
+    }
+}
+
+/// The internal URI of a request to `target`: the pool key encodes sandbox and port.
+pub(crate) fn target_uri(target: &RouteTarget, path_and_query: &str) -> Result<Uri, http::Error> {
+    let authority = match target.port {
+        Some(port) => format!("{}.{}:{port}", target.key.name, target.key.namespace),
+        None => format!("{}.{}", target.key.name, target.key.namespace),
+    };
+    Uri::builder()
+        .scheme(Scheme::HTTP)
+        .authority(authority)
+        .path_and_query(path_and_query)
+        .build()
+}
+
+/// The target a [`target_uri`] encodes.
+fn target_of(uri: &Uri) -> Option<RouteTarget> {
+    let authority: &Authority = uri.authority()?;
+    let (name, namespace) = authority.host().rsplit_once('.')?;
+    Some(RouteTarget {
+        key: SandboxKey::new(namespace, name),
+        port: authority.port_u16(),
+    })
+}
+
+/// Dials through the router for the pooled client.
+#[derive(Clone)]
+struct RouterConnector {
+    router: Weak<RouterInner>,
+}
+
+impl tower_service::Service<Uri> for RouterConnector {
+    type Response = TokioIo<TcpStream>;
+    type Error = ProxyError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let router = self.router.upgrade().map(Router::from_inner);
+        Box::pin(async move {
+            let router = router.ok_or(ProxyError::ShuttingDown)?;
+            let target = target_of(&uri).ok_or_else(|| {
+                ProxyError::BadRequest("internal upstream URI names no sandbox".to_owned())
+            })?;
+            let (stream, _addr, _slot) = router.connect_stream(&target).await?;
+            Ok(TokioIo::new(stream))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_uri_round_trips() {
+        for port in [None, Some(8080)] {
+            let target = RouteTarget {
+                key: SandboxKey::new("team-a", "alice"),
+                port,
+            };
+            let uri = target_uri(&target, "/x?y=1").expect("valid uri");
+            assert_eq!(target_of(&uri), Some(target));
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! L7: one listener serving HTTP/1.1 and HTTP/2 (h2c prior knowledge here; ALPN h2 after the
+//! TLS module's handshake), proxying each request to its sandbox through a pooled client.
+
+pub(crate) mod body;
+pub(crate) mod client;
+mod headers;
+mod response;
+mod service;
+mod upgrade;
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+
+use crate::limits::IdleTimeout;
+use crate::metrics as m;
+use crate::route::Router;
+
+/// The body of every response the proxy sends.
+pub type ProxyBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The scheme clients used to reach the proxy (for `X-Forwarded-Proto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Plain HTTP.
+    Http,
+    /// HTTP over TLS terminated by the proxy.
+    Https,
+}
+
+impl Scheme {
+    /// `http` or `https`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
+/// Most concurrent HTTP/2 streams per client connection.
+const H2_MAX_CONCURRENT_STREAMS: u32 = 256;
+
+/// Serves HTTP/1.1 and HTTP/2 on one accepted (or TLS-terminated) client connection until it
+/// closes, the proxy drains (finish in-flight requests, then close) or the drain deadline
+/// passes.
+///
+/// # Example
+/// ```no_run
+/// # async fn demo(router: rouse_proxy::Router, stream: tokio::net::TcpStream, peer: std::net::SocketAddr) {
+/// rouse_proxy::serve_http_connection(router, stream, peer, rouse_proxy::Scheme::Http).await;
+/// # }
+/// ```
+pub async fn serve_http_connection<IO>(router: Router, io: IO, peer: SocketAddr, scheme: Scheme)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let config = router.config();
+    let limits = &config.limits;
+    let io = TokioIo::new(IdleTimeout::new(io, limits.idle_timeout));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        .max_concurrent_streams(H2_MAX_CONCURRENT_STREAMS);
+    let drain = router.drain_signal();
+    let hard_stop = router.hard_stop();
+    let svc_router = router.clone();
+    let service = service_fn(move |req| service::handle(svc_router.clone(), req, peer, scheme));
+    let conn = builder.serve_connection_with_upgrades(io, service);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        result = conn.as_mut() => result,
+        () = drain.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            tokio::select! {
+                result = conn.as_mut() => result,
+                () = hard_stop.cancelled() => Ok(()),
+            }
+        }
+    };
+    if let Err(err) = result {
+        let reason = downstream_reason(err.as_ref());
+        metrics::counter!(m::DOWNSTREAM_ERRORS_TOTAL, "reason" => reason).increment(1);
+        tracing::debug!(client.addr = %peer, error = %err, reason, "client connection ended with an error");
+    }
+}
+
+/// A bounded label for why a client connection failed.
+fn downstream_reason(err: &(dyn std::error::Error + 'static)) -> &'static str {
+    let mut source = Some(err);
+    while let Some(e) = source {
+        if let Some(hyper_err) = e.downcast_ref::<hyper::Error>() {
+            if hyper_err.is_timeout() {
+                return "header_timeout";
+            }
+            if hyper_err.is_parse_too_large() {
+                return "too_large";
+            }
+            if hyper_err.is_parse() {
+                return "malformed";
+            }
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::TimedOut
+        {
+            return "idle";
+        }
+        source = e.source();
+    }
+    "other"
+}
+
+/// Accepts plain HTTP connections until the drain signal, each served by
+/// [`serve_http_connection`] in a task of the router's tracker.
+pub(crate) async fn accept_loop(router: Router, listener: TcpListener) {
+    let drain = router.drain_signal();
+    let tasks = router.tasks();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = drain.cancelled() => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(err) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                tracing::warn!(error = %err, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let Ok(admission) = router.admit() else {
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        tasks.spawn(async move {
+            serve_http_connection(router, stream, peer, Scheme::Http).await;
+            drop(admission);
+        });
+    }
+}
+
+/// A short `text/plain` response the proxy makes itself (for the L4 CONNECT handler too).
+pub fn text_response(status: http::StatusCode, body: String) -> http::Response<ProxyBody> {
+    response::text(status, body)
+}
+
+/// The response for a proxy error: its status, `Retry-After` if retryable, and the reason.
+pub fn error_response(err: &crate::error::ProxyError) -> http::Response<ProxyBody> {
+    response::error(err)
+}

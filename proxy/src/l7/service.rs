@@ -1,0 +1,232 @@
+//! The L7 request path for one request: classify (CONNECT, upgrade), route (Host or router
+//! headers), hold/wake and connect (inside the pooled client's connector), proxy (streamed
+//! bodies, hop-by-hop rules, `X-Forwarded-*`), account (activity, `requests_total{code}`).
+
+use std::error::Error as StdError;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, Version};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::body::{CountingBody, Direction};
+use super::headers::{self, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
+use super::{ProxyBody, Scheme, client, response, upgrade};
+use crate::directory::SandboxKey;
+use crate::error::ProxyError;
+use crate::metrics as m;
+use crate::route::{ConnKind, RouteTarget, Router};
+
+/// Answers one request; never fails (errors become responses).
+pub(crate) async fn handle(
+    router: Router,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    scheme: Scheme,
+) -> Result<Response<ProxyBody>, std::convert::Infallible> {
+    let response = if req.method() == Method::CONNECT {
+        crate::l4::connect::handle(router, req, peer).await
+    } else {
+        match proxy(&router, req, peer, scheme).await {
+            Ok(response) => response,
+            Err(err) => {
+                tracing::debug!(error = %err, error.side = err.side().as_str(), "request refused");
+                response::error(&err)
+            }
+        }
+    };
+    metrics::counter!(m::REQUESTS_TOTAL, "code" => status_label(response.status().as_u16()))
+        .increment(1);
+    Ok(response)
+}
+
+async fn proxy(
+    router: &Router,
+    mut req: Request<Incoming>,
+    peer: SocketAddr,
+    scheme: Scheme,
+) -> Result<Response<ProxyBody>, ProxyError> {
+    router.check_rate(peer.ip())?;
+    let host = request_host(&req).ok_or(ProxyError::NoHost)?;
+    let target = route(router, &req, &host)?;
+    let guard =
+        router
+            .guard(&target.key, ConnKind::Http)
+            .ok_or_else(|| ProxyError::UnknownSandbox {
+                key: target.key.clone(),
+            })?;
+    let guard = Arc::new(guard);
+    let upgrade = if req.version() == Version::HTTP_11 {
+        headers::upgrade_protocol(req.headers())
+    } else {
+        None
+    };
+    let downstream_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
+    let (mut parts, body) = req.into_parts();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str())
+        .to_owned();
+    parts.uri = client::target_uri(&target, &path)
+        .map_err(|err| ProxyError::BadRequest(format!("request target: {err}")))?;
+    parts.version = Version::HTTP_11;
+    headers::strip_hop_by_hop(&mut parts.headers, upgrade.clone());
+    headers::set_forwarded(&mut parts.headers, peer.ip(), scheme.as_str(), &host);
+    if let Ok(value) = HeaderValue::from_str(&host) {
+        parts.headers.insert(header::HOST, value);
+    }
+    let body = CountingBody::new(body, Arc::clone(&guard), Direction::ToUpstream);
+    let upstream_req = Request::from_parts(parts, body);
+    let mut upstream_resp = router
+        .l7_client()
+        .request(upstream_req)
+        .await
+        .map_err(|err| classify(&target.key, &err))?;
+    let status = upstream_resp.status();
+    if status == http::StatusCode::SWITCHING_PROTOCOLS {
+        let Some(downstream) = downstream_upgrade else {
+            return Err(ProxyError::UpstreamProtocol {
+                key: target.key.clone(),
+                message: "101 Switching Protocols to a request that asked for no upgrade".into(),
+            });
+        };
+        let protocol = upstream_resp.headers().get(header::UPGRADE).cloned();
+        let upstream = hyper::upgrade::on(&mut upstream_resp);
+        upgrade::spawn_tunnel(router, target, downstream, upstream);
+        let (mut parts, _) = upstream_resp.into_parts();
+        headers::strip_hop_by_hop(&mut parts.headers, protocol.or(upgrade));
+        let empty = http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed();
+        return Ok(Response::from_parts(parts, empty));
+    }
+    let (mut parts, body) = upstream_resp.into_parts();
+    headers::strip_hop_by_hop(&mut parts.headers, None);
+    let body = CountingBody::new(body, guard, Direction::ToClient)
+        .map_err(|err| Box::new(err) as Box<dyn StdError + Send + Sync>)
+        .boxed();
+    Ok(Response::from_parts(parts, body))
+}
+
+/// The request's host: the URI authority (HTTP/2, absolute-form) or the `Host` header.
+fn request_host(req: &Request<Incoming>) -> Option<String> {
+    if let Some(authority) = req.uri().authority() {
+        return Some(authority.as_str().to_owned());
+    }
+    req.headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// The target of a request: the upstream router headers when enabled and present, else the
+/// host.
+fn route(router: &Router, req: &Request<Incoming>, host: &str) -> Result<RouteTarget, ProxyError> {
+    let config = router.config();
+    if config.routing.upstream_headers
+        && let Some(id) = req.headers().get(&X_SANDBOX_ID)
+    {
+        let text = |name: &http::HeaderName, value: &HeaderValue| {
+            value
+                .to_str()
+                .map(str::trim)
+                .map_err(|_| ProxyError::BadRequest(format!("{name} is not text")))
+                .map(str::to_owned)
+        };
+        let name = text(&X_SANDBOX_ID, id)?;
+        let namespace = match req.headers().get(&X_SANDBOX_NAMESPACE) {
+            Some(v) => text(&X_SANDBOX_NAMESPACE, v)?,
+            None if !config.routing.default_namespace.is_empty() => {
+                config.routing.default_namespace.clone()
+            }
+            None => {
+                return Err(ProxyError::BadRequest(format!(
+                    "{X_SANDBOX_ID} without {X_SANDBOX_NAMESPACE} and no default namespace"
+                )));
+            }
+        };
+        for (header, value) in [(&X_SANDBOX_ID, &name), (&X_SANDBOX_NAMESPACE, &namespace)] {
+            rouse_shared::names::validate_dns1123_label(value)
+                .map_err(|err| ProxyError::BadRequest(format!("{header}: {err}")))?;
+        }
+        let port = match req.headers().get(&X_SANDBOX_PORT) {
+            Some(v) => Some(
+                text(&X_SANDBOX_PORT, v)?
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| {
+                        ProxyError::BadRequest(format!(
+                            "{X_SANDBOX_PORT} is not a port in 1..=65535"
+                        ))
+                    })?,
+            ),
+            None => None,
+        };
+        return Ok(RouteTarget {
+            key: SandboxKey::new(namespace, name),
+            port,
+        });
+    }
+    router.resolve_host(host)
+}
+
+/// Finds the proxy's own error in a client error's source chain.
+fn classify(key: &SandboxKey, err: &hyper_util::client::legacy::Error) -> ProxyError {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(proxy) = e.downcast_ref::<ProxyError>() {
+            return proxy.clone();
+        }
+        source = e.source();
+    }
+    ProxyError::UpstreamProtocol {
+        key: key.clone(),
+        message: chain(err),
+    }
+}
+
+fn chain(err: &dyn StdError) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+/// A bounded label for a status code: common codes by number, others by class.
+// The specific codes come first on purpose; the class ranges catch the rest.
+#[allow(clippy::match_overlapping_arm)]
+fn status_label(code: u16) -> &'static str {
+    match code {
+        101 => "101",
+        200 => "200",
+        201 => "201",
+        204 => "204",
+        301 => "301",
+        302 => "302",
+        304 => "304",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        429 => "429",
+        431 => "431",
+        500 => "500",
+        501 => "501",
+        502 => "502",
+        503 => "503",
+        504 => "504",
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
+}

@@ -1,0 +1,191 @@
+//! Limits on clients: the connection cap (shed at accept), the per-client-IP rate limit
+//! (`pingora-limits`, a fixed-memory estimator, so hostile IP churn cannot grow it), and an
+//! idle timeout wrapper for client streams.
+
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pingora_limits::rate::Rate;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+use crate::error::ProxyError;
+use crate::metrics as m;
+
+/// Proxy-wide client limits.
+pub(crate) struct Limits {
+    rate: Rate,
+    open: Arc<AtomicUsize>,
+}
+
+impl Limits {
+    pub(crate) fn new() -> Self {
+        Self {
+            rate: Rate::new(Duration::from_secs(1)),
+            open: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Counts a new client connection unless `max` are open (0 = no limit).
+    pub(crate) fn admit(&self, max: usize) -> Result<Admission, ProxyError> {
+        let admitted = self
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (max == 0 || n < max).then_some(n + 1)
+            })
+            .is_ok();
+        if !admitted {
+            metrics::counter!(m::CONNECTIONS_REJECTED_TOTAL, "reason" => "max_connections")
+                .increment(1);
+            return Err(ProxyError::ConnectionLimit { limit: max });
+        }
+        metrics::gauge!(m::DOWNSTREAM_CONNECTIONS_OPEN).increment(1.0);
+        Ok(Admission {
+            open: Arc::clone(&self.open),
+        })
+    }
+
+    /// Counts one event from `ip`; an error once more than `limit` arrived this second.
+    pub(crate) fn check_rate(&self, ip: IpAddr, limit: u32) -> Result<(), ProxyError> {
+        if limit == 0 {
+            return Ok(());
+        }
+        let seen = self.rate.observe(&ip, 1);
+        if seen > i64::from(limit) as isize {
+            metrics::counter!(m::CONNECTIONS_REJECTED_TOTAL, "reason" => "rate_limited")
+                .increment(1);
+            return Err(ProxyError::RateLimited { limit });
+        }
+        Ok(())
+    }
+}
+
+/// One admitted client connection; dropping it frees its place.
+#[derive(Debug)]
+pub struct Admission {
+    open: Arc<AtomicUsize>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::AcqRel);
+        metrics::gauge!(m::DOWNSTREAM_CONNECTIONS_OPEN).decrement(1.0);
+    }
+}
+
+/// A stream that fails with `TimedOut` once no byte moved either way for `timeout`.
+///
+/// The timer is only checked while the owner polls for reading, which hyper and the copy
+/// loops always do on an open connection.
+#[derive(Debug)]
+pub struct IdleTimeout<T> {
+    inner: T,
+    timeout: Option<Duration>,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl<T> IdleTimeout<T> {
+    /// Wraps `inner`; `None` disables the timeout.
+    pub fn new(inner: T, timeout: Option<Duration>) -> Self {
+        Self {
+            inner,
+            timeout,
+            sleep: timeout.map(|t| Box::pin(tokio::time::sleep(t))),
+        }
+    }
+
+    /// The wrapped stream.
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+
+    fn touch(&mut self) {
+        if let (Some(sleep), Some(timeout)) = (self.sleep.as_mut(), self.timeout) {
+            sleep.as_mut().reset(Instant::now() + timeout);
+        }
+    }
+
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        match self.sleep.as_mut() {
+            Some(sleep) => sleep.as_mut().poll(cx).is_ready(),
+            None => false,
+        }
+    }
+}
+
+fn idle_error() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "connection idle for too long")
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for IdleTimeout<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    self.touch();
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending => {
+                if self.expired(cx) {
+                    metrics::counter!(m::DOWNSTREAM_ERRORS_TOTAL, "reason" => "idle").increment(1);
+                    Poll::Ready(Err(idle_error()))
+                } else {
+                    Poll::Pending
+                }
+            }
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = result
+            && n > 0
+        {
+            self.touch();
+        }
+        result
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = result
+            && n > 0
+        {
+            self.touch();
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
