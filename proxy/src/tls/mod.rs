@@ -1,11 +1,13 @@
 //! TLS termination: certificates chosen by SNI and reloaded when their files change, the rustls
 //! server configuration, and the HTTPS listener that hands decrypted streams to the HTTP service.
 
+mod listener;
 mod store;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use listener::{TLS_HANDSHAKE_ERRORS_TOTAL, serve};
 pub use store::{CertSource, CertStore};
 
 /// ALPN protocols offered, in order of preference: HTTP/2 first.

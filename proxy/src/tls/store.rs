@@ -160,20 +160,46 @@ impl CertStore {
         }
     }
 
-    /// Checks the files every `interval` and reloads on change, until `shutdown`.
-    pub async fn watch(self: Arc<Self>, interval: Duration, shutdown: CancellationToken) {
+    /// The sources in force.
+    pub fn sources(&self) -> Vec<CertSource> {
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .sources
+            .clone()
+    }
+
+    /// Every `interval` until `shutdown`: switches to `wanted()` when the configured sources
+    /// changed, else reloads the files if they changed. Failures keep the old certificates.
+    pub async fn watch(
+        self: Arc<Self>,
+        interval: Duration,
+        shutdown: CancellationToken,
+        wanted: impl Fn() -> Vec<CertSource> + Send + 'static,
+    ) {
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                _ = ticks.tick() => {
-                    // Stat and PEM parsing block; keep them off the runtime's worker threads.
-                    let store = self.clone();
-                    // The error was logged and counted inside; nothing more to do with it here.
-                    let _ = tokio::task::spawn_blocking(move || store.reload_if_changed()).await;
-                }
+                _ = ticks.tick() => {}
             }
+            let sources = wanted();
+            let store = Arc::clone(&self);
+            // Stat and PEM parsing block; keep them off the runtime's worker threads.
+            let work = tokio::task::spawn_blocking(move || {
+                if sources != store.sources() {
+                    if let Err(err) = store.set_sources(sources) {
+                        metrics::counter!("rouse_proxy_tls_cert_reloads_total", "result" => "error")
+                            .increment(1);
+                        tracing::error!(error = %err, "new tls certificates rejected; keeping the old ones");
+                    }
+                } else {
+                    // Logged and counted inside.
+                    let _ = store.reload_if_changed();
+                }
+            });
+            let _ = work.await;
         }
     }
 

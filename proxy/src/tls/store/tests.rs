@@ -138,13 +138,13 @@ fn reload_picks_up_new_files_and_keeps_the_old_on_error() {
 async fn watch_reloads_on_change_until_shutdown() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (a, old) = write_cert(dir.path(), "a", &["a.example.com"]);
-    let store = Arc::new(CertStore::load(vec![a]).expect("load"));
+    let store = Arc::new(CertStore::load(vec![a.clone()]).expect("load"));
     let shutdown = CancellationToken::new();
-    let watcher = tokio::spawn(
-        store
-            .clone()
-            .watch(Duration::from_millis(20), shutdown.clone()),
-    );
+    let watcher = tokio::spawn(store.clone().watch(
+        Duration::from_millis(20),
+        shutdown.clone(),
+        move || vec![a.clone()],
+    ));
     let (_, new) = write_cert(dir.path(), "a", &["a.example.com"]);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
