@@ -6,4 +6,5 @@
 //! release build: `cargo run --release -p rouse-loadtest -- --help`.
 
 pub mod measure;
+pub mod proxy;
 pub mod scenarios;
