@@ -1,6 +1,7 @@
 //! The `rouse` command line: one binary for every Rouse role and tool.
 
 mod cmd;
+mod telemetry;
 
 use std::process::ExitCode;
 
@@ -20,6 +21,8 @@ enum Command {
     Crds(cmd::crds::Args),
     /// Check manifests of the sandbox kinds; `-` reads standard input.
     Validate(cmd::validate::Args),
+    /// Run the wake-on-connect proxy from a config file, or check one.
+    Proxy(cmd::proxy::Args),
 }
 
 fn main() -> ExitCode {
@@ -27,6 +30,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crds(args) => cmd::crds::run(&args),
         Command::Validate(args) => cmd::validate::run(&args),
+        Command::Proxy(args) => cmd::proxy::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -65,7 +65,7 @@ impl ConnectionGuard {
         activity.opened.fetch_add(1, Ordering::AcqRel);
         activity.open.fetch_add(1, Ordering::AcqRel);
         activity.dirty.store(true, Ordering::Release);
-        metrics::gauge!(m::CONNECTIONS_OPEN, "kind" => kind.as_str()).increment(1.0);
+        m::hot::CONNECTIONS_OPEN_BY_KIND[kind.index()].increment(1.0);
         let guard = Self { router, slot, kind };
         guard.ensure_reporter();
         guard
@@ -88,13 +88,13 @@ impl ConnectionGuard {
             activity
                 .bytes_to_upstream
                 .fetch_add(to_upstream, Ordering::Relaxed);
-            metrics::counter!(m::BYTES_TOTAL, "direction" => "to_upstream").increment(to_upstream);
+            m::hot::BYTES_TO_UPSTREAM.increment(to_upstream);
         }
         if to_client > 0 {
             activity
                 .bytes_to_client
                 .fetch_add(to_client, Ordering::Relaxed);
-            metrics::counter!(m::BYTES_TOTAL, "direction" => "to_client").increment(to_client);
+            m::hot::BYTES_TO_CLIENT.increment(to_client);
         }
         if to_upstream > 0 || to_client > 0 {
             activity.dirty.store(true, Ordering::Release);
@@ -115,7 +115,7 @@ impl Drop for ConnectionGuard {
         let activity = &self.slot.activity;
         activity.open.fetch_sub(1, Ordering::AcqRel);
         activity.dirty.store(true, Ordering::Release);
-        metrics::gauge!(m::CONNECTIONS_OPEN, "kind" => self.kind.as_str()).decrement(1.0);
+        m::hot::CONNECTIONS_OPEN_BY_KIND[self.kind.index()].decrement(1.0);
     }
 }
 
@@ -160,3 +160,6 @@ fn spawn_reporter(router: Router, slot: Arc<Slot>) {
     };
     tasks.spawn(task);
 }
+
+#[cfg(test)]
+mod tests;

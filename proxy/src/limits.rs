@@ -6,7 +6,7 @@ use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -56,7 +56,7 @@ impl Limits {
             return Ok(());
         }
         let seen = self.rate.observe(&ip, 1);
-        if seen > i64::from(limit) as isize {
+        if seen > isize::try_from(limit).unwrap_or(isize::MAX) {
             metrics::counter!(m::CONNECTIONS_REJECTED_TOTAL, "reason" => "rate_limited")
                 .increment(1);
             return Err(ProxyError::RateLimited { limit });
@@ -78,24 +78,61 @@ impl Drop for Admission {
     }
 }
 
-/// A stream that fails with `TimedOut` once no byte moved either way for `timeout`.
+/// The idle limit of one client connection, changeable while it runs (an upgrade switches a
+/// connection to `limits.upgraded_idle_timeout`).
+#[derive(Debug, Clone, Default)]
+pub struct IdleControl {
+    /// Milliseconds; 0 = no limit.
+    millis: Arc<AtomicU64>,
+}
+
+impl IdleControl {
+    /// A control starting at `timeout` (`None` = no limit).
+    pub fn new(timeout: Option<Duration>) -> Self {
+        let control = Self::default();
+        control.set(timeout);
+        control
+    }
+
+    /// Changes the limit; it counts from the last byte moved.
+    pub fn set(&self, timeout: Option<Duration>) {
+        let millis = timeout.map_or(0, |t| {
+            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+        });
+        self.millis.store(millis, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Option<Duration> {
+        match self.millis.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+}
+
+/// A stream that fails with `TimedOut` once no byte moved either way for the limit its
+/// [`IdleControl`] holds.
 ///
 /// The timer is only checked while the owner polls for reading, which hyper and the copy
 /// loops always do on an open connection.
 #[derive(Debug)]
 pub struct IdleTimeout<T> {
     inner: T,
-    timeout: Option<Duration>,
-    sleep: Option<Pin<Box<Sleep>>>,
+    control: IdleControl,
+    last: Instant,
+    sleep: Pin<Box<Sleep>>,
 }
 
 impl<T> IdleTimeout<T> {
-    /// Wraps `inner`; `None` disables the timeout.
-    pub fn new(inner: T, timeout: Option<Duration>) -> Self {
+    /// Wraps `inner`, limited by `control`.
+    pub fn new(inner: T, control: IdleControl) -> Self {
+        let last = Instant::now();
+        let first = control.get().map_or_else(far_future, |t| last + t);
         Self {
             inner,
-            timeout,
-            sleep: timeout.map(|t| Box::pin(tokio::time::sleep(t))),
+            control,
+            last,
+            sleep: Box::pin(tokio::time::sleep_until(first)),
         }
     }
 
@@ -105,17 +142,33 @@ impl<T> IdleTimeout<T> {
     }
 
     fn touch(&mut self) {
-        if let (Some(sleep), Some(timeout)) = (self.sleep.as_mut(), self.timeout) {
-            sleep.as_mut().reset(Instant::now() + timeout);
-        }
+        self.last = Instant::now();
     }
 
+    /// True once the limit passed since the last byte; re-arms the timer otherwise.
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        match self.sleep.as_mut() {
-            Some(sleep) => sleep.as_mut().poll(cx).is_ready(),
-            None => false,
+        loop {
+            // Without a limit, nothing to arm; a limit set later is seen at the next poll.
+            let Some(limit) = self.control.get() else {
+                return false;
+            };
+            let due = self.last + limit;
+            if Instant::now() >= due {
+                return true;
+            }
+            if self.sleep.deadline() != due {
+                self.sleep.as_mut().reset(due);
+            }
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return false;
+            }
         }
     }
+}
+
+/// Far enough ahead to never fire (about 30 years), for a connection without a limit.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
 }
 
 fn idle_error() -> io::Error {

@@ -3,7 +3,9 @@
 //! Labels are bounded: `code`, `kind`, `result`, `direction`, `reason` — never a sandbox name,
 //! an IP or a path. `docs/proxy.md` lists every metric.
 
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock};
+
+use metrics::{Counter, Gauge};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -83,4 +85,22 @@ pub fn render() -> String {
         }
         None => String::new(),
     }
+}
+
+/// Handles of the metrics touched for every frame or connection, resolved once so the data
+/// path skips the registry lookup. The recorder is installed by `Proxy::start`, before any
+/// traffic resolves these.
+pub(crate) mod hot {
+    use super::*;
+
+    /// `rouse_proxy_bytes_total{direction="to_upstream"}`.
+    pub(crate) static BYTES_TO_UPSTREAM: LazyLock<Counter> =
+        LazyLock::new(|| metrics::counter!(BYTES_TOTAL, "direction" => "to_upstream"));
+    /// `rouse_proxy_bytes_total{direction="to_client"}`.
+    pub(crate) static BYTES_TO_CLIENT: LazyLock<Counter> =
+        LazyLock::new(|| metrics::counter!(BYTES_TOTAL, "direction" => "to_client"));
+    /// `rouse_proxy_connections_open{kind}`, in `ConnKind` order.
+    pub(crate) static CONNECTIONS_OPEN_BY_KIND: LazyLock<[Gauge; 5]> = LazyLock::new(|| {
+        crate::route::CONN_KIND_LABELS.map(|kind| metrics::gauge!(CONNECTIONS_OPEN, "kind" => kind))
+    });
 }

@@ -113,14 +113,19 @@ impl Proxy {
                 .background_tasks()
                 .spawn(crate::admin::accept_loop(router.clone(), listener));
         }
-        tracing::info!(
-            http = ?addrs.http,
-            https = ?addrs.https,
-            tls_passthrough = ?addrs.tls_passthrough,
-            tcp = ?addrs.tcp,
-            admin = ?addrs.admin,
-            "proxy listening"
-        );
+        for (listener, addr) in [
+            ("http", addrs.http),
+            ("https", addrs.https),
+            ("tls_passthrough", addrs.tls_passthrough),
+            ("admin", addrs.admin),
+        ]
+        .into_iter()
+        .chain(addrs.tcp.iter().map(|a| ("tcp", Some(*a))))
+        {
+            if let Some(addr) = addr {
+                tracing::info!(listener, listener.addr = %addr, "listening");
+            }
+        }
         Ok(Self { router, addrs })
     }
 

@@ -147,6 +147,7 @@ pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
             }
         }
     }
+    issues.sort_by_key(|issue| issue.line);
     Err(ConfigError::Invalid(issues))
 }
 

@@ -17,8 +17,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tracing::Instrument;
 
-use crate::limits::IdleTimeout;
+use crate::limits::{IdleControl, IdleTimeout};
 use crate::metrics as m;
 use crate::route::Router;
 
@@ -63,7 +64,8 @@ where
 {
     let config = router.config();
     let limits = &config.limits;
-    let io = TokioIo::new(IdleTimeout::new(io, limits.idle_timeout));
+    let idle = IdleControl::new(limits.idle_timeout);
+    let io = TokioIo::new(IdleTimeout::new(io, idle.clone()));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -79,7 +81,14 @@ where
     let drain = router.drain_signal();
     let hard_stop = router.hard_stop();
     let svc_router = router.clone();
-    let service = service_fn(move |req| service::handle(svc_router.clone(), req, peer, scheme));
+    let service = service_fn(move |req| {
+        let conn = service::ConnInfo {
+            peer,
+            scheme,
+            idle: idle.clone(),
+        };
+        service::handle(svc_router.clone(), req, conn)
+    });
     let conn = builder.serve_connection_with_upgrades(io, service);
     tokio::pin!(conn);
     let result = tokio::select! {
@@ -149,10 +158,14 @@ pub(crate) async fn accept_loop(router: Router, listener: TcpListener) {
         };
         let _ = stream.set_nodelay(true);
         let router = router.clone();
-        tasks.spawn(async move {
-            serve_http_connection(router, stream, peer, Scheme::Http).await;
-            drop(admission);
-        });
+        let span = tracing::debug_span!("http_conn", client.addr = %peer);
+        tasks.spawn(
+            async move {
+                serve_http_connection(router, stream, peer, Scheme::Http).await;
+                drop(admission);
+            }
+            .instrument(span),
+        );
     }
 }
 

@@ -16,20 +16,32 @@ use super::headers::{self, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
 use super::{ProxyBody, Scheme, client, response, upgrade};
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
+use crate::limits::IdleControl;
 use crate::metrics as m;
 use crate::route::{ConnKind, RouteTarget, Router};
+
+/// What a request's service knows of its client connection.
+pub(crate) struct ConnInfo {
+    /// The client's address.
+    pub(crate) peer: SocketAddr,
+    /// How the client reached the proxy.
+    pub(crate) scheme: Scheme,
+    /// The connection's idle limit, switched when the connection is upgraded.
+    pub(crate) idle: IdleControl,
+}
 
 /// Answers one request; never fails (errors become responses).
 pub(crate) async fn handle(
     router: Router,
     req: Request<Incoming>,
-    peer: SocketAddr,
-    scheme: Scheme,
+    conn: ConnInfo,
 ) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     let response = if req.method() == Method::CONNECT {
-        crate::l4::connect::handle(router, req, peer).await
+        // A CONNECT tunnel is an upgraded stream: its own idle limit applies.
+        conn.idle.set(router.config().limits.upgraded_idle_timeout);
+        crate::l4::connect::handle(router, req, conn.peer).await
     } else {
-        match proxy(&router, req, peer, scheme).await {
+        match proxy(&router, req, &conn).await {
             Ok(response) => response,
             Err(err) => {
                 tracing::debug!(error = %err, error.side = err.side().as_str(), "request refused");
@@ -45,9 +57,9 @@ pub(crate) async fn handle(
 async fn proxy(
     router: &Router,
     mut req: Request<Incoming>,
-    peer: SocketAddr,
-    scheme: Scheme,
+    conn: &ConnInfo,
 ) -> Result<Response<ProxyBody>, ProxyError> {
+    let (peer, scheme) = (conn.peer, conn.scheme);
     router.check_rate(peer.ip())?;
     let host = request_host(&req).ok_or(ProxyError::NoHost)?;
     let target = route(router, &req, &host)?;
@@ -95,6 +107,7 @@ async fn proxy(
         };
         let protocol = upstream_resp.headers().get(header::UPGRADE).cloned();
         let upstream = hyper::upgrade::on(&mut upstream_resp);
+        conn.idle.set(router.config().limits.upgraded_idle_timeout);
         upgrade::spawn_tunnel(router, target, downstream, upstream);
         let (mut parts, _) = upstream_resp.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers, protocol.or(upgrade));

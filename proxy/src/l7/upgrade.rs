@@ -11,7 +11,6 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::limits::IdleTimeout;
 use crate::route::{ConnKind, ConnectionGuard, RouteTarget, Router};
 
 /// Spawns the copy between the client's and the sandbox's upgraded connections.
@@ -24,9 +23,9 @@ pub(crate) fn spawn_tunnel(
     let Some(guard) = router.guard(&target.key, ConnKind::Upgrade) else {
         return;
     };
-    let idle = router.config().limits.upgraded_idle_timeout;
     let hard_stop = router.hard_stop();
-    router.tasks().spawn(async move {
+    let span = tracing::debug_span!("upgraded", sandbox.key = %target.key);
+    router.tasks().spawn(tracing::Instrument::instrument(async move {
         let (down, up) = match tokio::try_join!(downstream, upstream) {
             Ok(pair) => pair,
             Err(err) => {
@@ -35,13 +34,11 @@ pub(crate) fn spawn_tunnel(
             }
         };
         let guard = Arc::new(guard);
-        let mut client = IdleTimeout::new(
-            Counting {
-                inner: TokioIo::new(down),
-                guard: Arc::clone(&guard),
-            },
-            idle,
-        );
+        // The client side keeps its connection's idle limit, switched to the upgraded one.
+        let mut client = Counting {
+            inner: TokioIo::new(down),
+            guard: Arc::clone(&guard),
+        };
         let mut sandbox = TokioIo::new(up);
         tokio::select! {
             result = tokio::io::copy_bidirectional(&mut client, &mut sandbox) => {
@@ -51,7 +48,7 @@ pub(crate) fn spawn_tunnel(
             }
             () = hard_stop.cancelled() => {}
         }
-    });
+    }, span));
 }
 
 /// The client side of a tunnel: bytes read go to the sandbox, bytes written come from it.

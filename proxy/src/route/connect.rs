@@ -153,7 +153,13 @@ pub(super) async fn connect_stream(
     }
 }
 
-/// Sends the wake of this cycle unless another connection did.
+/// First wait before a failed wake call is sent again.
+const WAKE_RETRY_INITIAL: Duration = Duration::from_millis(100);
+/// Longest wait between wake calls.
+const WAKE_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// Sends the wake of this cycle unless another connection did. A failed call is retried with
+/// backoff while connections are still held and the deadline has not passed.
 fn maybe_wake(router: &Router, slot: &Arc<Slot>, deadline: Duration) {
     if slot.gate.begin_wake(Instant::now(), deadline) != WakeDecision::Send {
         return;
@@ -161,24 +167,40 @@ fn maybe_wake(router: &Router, slot: &Arc<Slot>, deadline: Duration) {
     let router = router.clone();
     let slot = Arc::clone(slot);
     let tasks = router.background_tasks();
+    let stop = router.background_stop();
     tasks.spawn(async move {
         let key = &slot.key;
+        let started = Instant::now();
+        let mut pause = WAKE_RETRY_INITIAL;
         tracing::info!(sandbox.key = %key, "waking sandbox");
-        let result = tokio::time::timeout(deadline, router.directory().wake(key)).await;
-        let label = match result {
-            Ok(Ok(())) => "ok",
-            Ok(Err(err)) => {
-                tracing::warn!(sandbox.key = %key, error = %err, "wake failed");
-                slot.gate.abort_wake();
-                "error"
+        loop {
+            let remaining = deadline.saturating_sub(started.elapsed());
+            let result = tokio::time::timeout(remaining, router.directory().wake(key)).await;
+            let label = match &result {
+                Ok(Ok(())) => "ok",
+                Ok(Err(_)) => "error",
+                Err(_) => "timeout",
+            };
+            metrics::counter!(m::WAKES_TOTAL, "result" => label).increment(1);
+            match result {
+                Ok(Ok(())) => return,
+                Ok(Err(err)) => {
+                    tracing::warn!(sandbox.key = %key, error = %err, "wake failed");
+                }
+                Err(_) => tracing::warn!(sandbox.key = %key, "wake call timed out"),
             }
-            Err(_) => {
-                tracing::warn!(sandbox.key = %key, "wake call timed out");
+            let still_wanted = slot.gate.held() > 0 && started.elapsed() + pause < deadline;
+            if !still_wanted {
+                // Let the next connection start a new cycle.
                 slot.gate.abort_wake();
-                "timeout"
+                return;
             }
-        };
-        metrics::counter!(m::WAKES_TOTAL, "result" => label).increment(1);
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = stop.cancelled() => return,
+            }
+            pause = (pause * 2).min(WAKE_RETRY_MAX);
+        }
     });
 }
 

@@ -54,17 +54,20 @@ pub enum ConnKind {
 }
 
 impl ConnKind {
+    /// Position in `metrics::hot::CONNECTIONS_OPEN_BY_KIND`.
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
     /// The metric label.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ConnKind::Http => "http",
-            ConnKind::Upgrade => "upgrade",
-            ConnKind::TlsPassthrough => "tls_passthrough",
-            ConnKind::Connect => "connect",
-            ConnKind::Tcp => "tcp",
-        }
+        CONN_KIND_LABELS[self.index()]
     }
 }
+
+/// Labels of [`ConnKind`], in declaration order.
+pub(crate) const CONN_KIND_LABELS: [&str; 5] =
+    ["http", "upgrade", "tls_passthrough", "connect", "tcp"];
 
 /// A dialled connection to a sandbox, counted as open while `guard` lives.
 #[derive(Debug)]
@@ -256,6 +259,14 @@ impl Router {
         self.inner.synced.load(Ordering::Acquire) && !self.inner.draining.load(Ordering::Acquire)
     }
 
+    /// Connections (and L7 requests) open to a sandbox now.
+    pub fn open_connections(&self, key: &SandboxKey) -> u64 {
+        self.inner
+            .table
+            .get(key)
+            .map_or(0, |slot| slot.activity.open())
+    }
+
     /// Connections held for a wake now, over all sandboxes.
     pub fn held_connections(&self) -> usize {
         self.inner.held.total()
@@ -355,6 +366,11 @@ impl Router {
                 metrics::counter!(m::UPSTREAM_ERRORS_TOTAL, "kind" => err.metric_label())
                     .increment(1);
             })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn table_for_tests(&self) -> &RouteTable {
+        &self.inner.table
     }
 
     pub(crate) fn slot(&self, key: &SandboxKey) -> Option<Arc<Slot>> {

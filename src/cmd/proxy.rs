@@ -1,0 +1,129 @@
+//! `rouse proxy`: run the wake-on-connect proxy from a config file, or check one.
+//!
+//! The file is reloaded when its modification time changes (checked every two seconds) and on
+//! SIGHUP; an invalid file is rejected with every bad key, and the config in force stays.
+//! SIGTERM or SIGINT drain the proxy (see `[drain]`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, bail};
+use rouse_proxy::config::DirectoryKind;
+use rouse_proxy::{Config, Proxy, StaticDirectory};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// How often the config file's modification time is checked.
+const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Arguments of `rouse proxy`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The config file (TOML; every key is in docs/proxy-config.md).
+    #[arg(long, value_name = "FILE", env = "ROUSE_PROXY_CONFIG")]
+    config: Option<PathBuf>,
+    /// Check a config file and exit: status 0 when valid, 1 listing every problem otherwise.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    check_config: Option<PathBuf>,
+}
+
+/// Runs or checks.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.check_config {
+        return Ok(check(path));
+    }
+    let Some(path) = &args.config else {
+        bail!("give --config FILE to run the proxy, or --check-config FILE to check one");
+    };
+    crate::telemetry::init();
+    let config = Config::from_file(path)?;
+    let directory = static_directory(&config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(path, config, directory))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints whether the file is a valid config.
+fn check(path: &Path) -> ExitCode {
+    match Config::from_file(path) {
+        Ok(_) => {
+            println!("{}: ok", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("{}: {err}", path.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The directory the binary can build on its own: only the static one for now.
+fn static_directory(config: &Config) -> anyhow::Result<StaticDirectory> {
+    match config.directory.kind {
+        DirectoryKind::Static => Ok(StaticDirectory::new(&config.directory.routes)),
+        DirectoryKind::Store => bail!(
+            "[directory] kind = \"store\": the store directory needs `rouse up` or `rouse controller`, \
+             which run the proxy with their store; for `rouse proxy` alone use kind = \"static\""
+        ),
+    }
+}
+
+async fn serve(path: &Path, config: Config, directory: StaticDirectory) -> anyhow::Result<()> {
+    let proxy = Proxy::start(config, directory.clone()).await?;
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let mut hup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
+    let mut tick = tokio::time::interval(WATCH_INTERVAL);
+    let mut seen = modified(path);
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => {
+                seen = modified(path);
+                reload(&proxy, &directory, path);
+            }
+            _ = tick.tick() => {
+                let now = modified(path);
+                if now != seen {
+                    seen = now;
+                    reload(&proxy, &directory, path);
+                }
+            }
+        }
+    }
+    proxy.shutdown().await;
+    Ok(())
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Reads the file again and puts it in force, or logs why not and keeps the old config.
+fn reload(proxy: &Proxy, directory: &StaticDirectory, path: &Path) {
+    let config = match Config::from_file(path) {
+        Ok(config) => config,
+        Err(err) => {
+            tracing::error!(config.path = %path.display(), error = %err, "config reload rejected; the old config stays");
+            return;
+        }
+    };
+    if config.directory.kind != DirectoryKind::Static {
+        tracing::error!(config.path = %path.display(), "config reload rejected: directory.kind cannot change while running");
+        return;
+    }
+    let routes = config.directory.routes.clone();
+    match proxy.reload(config) {
+        Ok(()) => {
+            directory.replace(&routes);
+            tracing::info!(config.path = %path.display(), "config reloaded");
+        }
+        Err(err) => {
+            tracing::error!(config.path = %path.display(), error = %err, "config reload rejected; the old config stays");
+        }
+    }
+}
