@@ -7,16 +7,15 @@
 //! allocates only for the result, plus one buffer when the ClientHello is split across records.
 //! [`peek_client_hello`] drives it against a socket with a byte bound and a deadline.
 
-use std::io;
 use std::net::IpAddr;
-use std::task::{Context, Poll, Waker};
 
-use tokio::io::{Interest, ReadBuf};
-use tokio::net::TcpStream;
-use tokio::time::Instant;
-
+mod error;
+mod peek;
 #[cfg(test)]
 mod tests;
+
+pub use error::ClientHelloError;
+pub use peek::peek_client_hello;
 
 /// Bytes in a TLS record header: content type, version, length.
 pub const RECORD_HEADER_LEN: usize = 5;
@@ -52,99 +51,6 @@ pub struct ClientHello {
     pub alpn: Vec<Vec<u8>>,
     /// Bytes the ClientHello records occupy at the start of the stream.
     pub len: usize,
-}
-
-/// Why a ClientHello was rejected or could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientHelloError {
-    /// The first byte is not a TLS handshake record.
-    #[error("not a TLS handshake (first byte {first:#04x})")]
-    NotTls {
-        /// The first byte received.
-        first: u8,
-    },
-    /// An SSL 2.0 ClientHello, which no supported TLS version accepts.
-    #[error("SSL 2.0 client hello is not supported")]
-    Sslv2,
-    /// A record names a protocol version other than SSL 3.0 / TLS 1.x.
-    #[error("unsupported record version {major}.{minor}")]
-    RecordVersion {
-        /// Major version byte.
-        major: u8,
-        /// Minor version byte.
-        minor: u8,
-    },
-    /// A record is longer than TLS allows for plaintext.
-    #[error("TLS record of {len} bytes exceeds the {MAX_RECORD_PAYLOAD} byte limit")]
-    RecordTooLarge {
-        /// The declared record length.
-        len: usize,
-    },
-    /// A record other than a handshake arrived before the ClientHello was complete.
-    #[error("unexpected record type {content_type} before the client hello was complete")]
-    UnexpectedRecord {
-        /// The record's content type.
-        content_type: u8,
-    },
-    /// The first handshake message is not a ClientHello.
-    #[error("first handshake message has type {handshake_type}, not client hello")]
-    NotClientHello {
-        /// The handshake message type received.
-        handshake_type: u8,
-    },
-    /// A length or field of the ClientHello is inconsistent.
-    #[error("malformed client hello: {what}")]
-    Malformed {
-        /// Which field or rule was broken.
-        what: &'static str,
-    },
-    /// The server name extension names something other than a host name.
-    #[error("server name of type {name_type} is not a host name")]
-    NameNotHostname {
-        /// The name type received (0 is host name).
-        name_type: u8,
-    },
-    /// The server name is not a valid DNS host name.
-    #[error("server name is not a valid DNS host name: {reason}")]
-    InvalidName {
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The ClientHello would be larger than the configured bound.
-    #[error("client hello larger than {max} bytes")]
-    TooLarge {
-        /// The bound in bytes.
-        max: usize,
-    },
-    /// The client did not send a complete ClientHello before the deadline.
-    #[error("timed out waiting for the client hello")]
-    Timeout,
-    /// The client closed the connection before a complete ClientHello.
-    #[error("connection closed before the client hello was complete")]
-    Closed,
-    /// Reading the socket failed.
-    #[error("reading the client hello: {0}")]
-    Io(#[source] io::Error),
-}
-
-impl ClientHelloError {
-    /// A fixed label for the `reason` of `rouse_proxy_tls_rejected_total`.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Self::NotTls { .. } => "not_tls",
-            Self::Sslv2 => "sslv2",
-            Self::RecordVersion { .. }
-            | Self::RecordTooLarge { .. }
-            | Self::UnexpectedRecord { .. }
-            | Self::NotClientHello { .. }
-            | Self::Malformed { .. } => "malformed",
-            Self::NameNotHostname { .. } | Self::InvalidName { .. } => "invalid_sni",
-            Self::TooLarge { .. } => "too_large",
-            Self::Timeout => "timeout",
-            Self::Closed => "closed",
-            Self::Io(_) => "io",
-        }
-    }
 }
 
 type Result<T, E = ClientHelloError> = std::result::Result<T, E>;
@@ -478,74 +384,4 @@ fn parse_alpn(data: &[u8]) -> Result<Vec<Vec<u8>>> {
         names.push(name.to_vec());
     }
     Ok(names)
-}
-
-/// Waits until the start of `stream` holds a complete ClientHello and parses it, without
-/// consuming any bytes: the caller forwards them untouched afterwards.
-///
-/// Bounded by `max_bytes` (a larger ClientHello is rejected) and by `deadline`.
-pub async fn peek_client_hello(
-    stream: &TcpStream,
-    max_bytes: usize,
-    deadline: Instant,
-) -> Result<ClientHello> {
-    // Most ClientHellos fit in 2 KiB; grow only when one does not.
-    let mut buf = vec![0u8; max_bytes.clamp(RECORD_HEADER_LEN, 2048)];
-    let mut seen = 0usize;
-    loop {
-        let n = tokio::time::timeout_at(deadline, peek_more(stream, &mut buf, seen))
-            .await
-            .map_err(|_| ClientHelloError::Timeout)?
-            .map_err(ClientHelloError::Io)?;
-        if n == 0 {
-            return Err(ClientHelloError::Closed);
-        }
-        seen = n;
-        match parse_client_hello(&buf[..n])? {
-            Progress::Complete(hello) => return Ok(hello),
-            Progress::Incomplete { at_least } if at_least > max_bytes => {
-                return Err(ClientHelloError::TooLarge { max: max_bytes });
-            }
-            Progress::Incomplete { at_least } => {
-                if n == buf.len() {
-                    if n >= max_bytes {
-                        return Err(ClientHelloError::TooLarge { max: max_bytes });
-                    }
-                    let grown = at_least.max(n * 2).min(max_bytes);
-                    buf.resize(grown, 0);
-                }
-            }
-        }
-    }
-}
-
-/// Peeks into `buf` once more bytes than `seen` are queued and returns how many are queued from
-/// the start of the stream; 0 when the peer closed without sending more.
-///
-/// A plain `peek` returns at once while any bytes are queued, so looping on it would spin. The
-/// peek runs inside `try_io`, which clears the socket's readiness when the closure reports
-/// `WouldBlock` (no new bytes), unless the reactor saw new data in the meantime; `readable()`
-/// then sleeps until the next arrival.
-async fn peek_more(stream: &TcpStream, buf: &mut [u8], seen: usize) -> io::Result<usize> {
-    loop {
-        let ready = stream.ready(Interest::READABLE).await?;
-        // End of stream stays "ready" for ever: with no new bytes it means the peer is gone.
-        let closed = ready.is_read_closed();
-        let peeked = stream.try_io(Interest::READABLE, || {
-            let mut read_buf = ReadBuf::new(buf);
-            let mut cx = Context::from_waker(Waker::noop());
-            match stream.poll_peek(&mut cx, &mut read_buf) {
-                Poll::Ready(Ok(n)) if n > seen => Ok(n),
-                Poll::Ready(Ok(_)) if closed => Ok(0),
-                Poll::Ready(Ok(0)) => Ok(0),
-                Poll::Ready(Ok(_)) | Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
-                Poll::Ready(Err(e)) => Err(e),
-            }
-        });
-        match peeked {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        }
-    }
 }
