@@ -83,6 +83,20 @@ async fn bind(listener: &'static str, addr: SocketAddr) -> Result<TcpListener, S
 
 impl Proxy {
     /// Binds every configured listener, starts following the directory and serves.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use rouse_proxy::{Config, Proxy, StaticDirectory};
+    ///
+    /// let config = Config::from_toml("[http]\nlisten = \"127.0.0.1:0\"\n[directory]\nkind = \"static\"\n")?;
+    /// let directory = StaticDirectory::new(&config.directory.routes);
+    /// let proxy = Proxy::start(config, directory).await?;
+    /// println!("serving on {:?}", proxy.addrs().http);
+    /// proxy.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn start(config: Config, directory: impl Directory) -> Result<Self, ServerError> {
         crate::metrics::install_recorder();
         let http = match config.http.listen {

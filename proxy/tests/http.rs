@@ -266,3 +266,59 @@ async fn upgraded_streams_outlive_the_idle_timeout() {
     drop(ws);
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn port_prefixes_pick_the_declared_port() {
+    let first = Backend::start().await;
+    let second = Backend::start().await;
+    let directory = TestDirectory::new();
+    directory.set(
+        "multi",
+        RouteState::Running {
+            endpoint: rouse_proxy::directory::Endpoint {
+                address: "127.0.0.1".to_owned(),
+                ports: vec![
+                    rouse_proxy::directory::PortMapping {
+                        container_port: 80,
+                        port: first.addr.port(),
+                    },
+                    rouse_proxy::directory::PortMapping {
+                        container_port: 8080,
+                        port: second.addr.port(),
+                    },
+                ],
+            },
+        },
+    );
+    let proxy = start(config(""), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+
+    let req = |host: String| {
+        Request::get("/headers")
+            .header("host", host)
+            .body(Full::new(Bytes::new()))
+            .expect("request")
+    };
+    // The pool is per sandbox port: alternating requests each reach their port's backend.
+    for _ in 0..2 {
+        let default = send(addr, req(host("multi"))).await;
+        assert_eq!(
+            default.headers["x-backend-port"],
+            first.addr.port().to_string().as_str()
+        );
+        let other = send(addr, req(format!("8080-{}", host("multi")))).await;
+        assert_eq!(
+            other.headers["x-backend-port"],
+            second.addr.port().to_string().as_str()
+        );
+    }
+
+    let missing = get(addr, &format!("9999-{}", host("multi")), "/").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(
+        missing.body.contains("has no port 9999"),
+        "{}",
+        missing.body
+    );
+    proxy.shutdown().await;
+}

@@ -133,6 +133,7 @@ where
 {
     fn updates(&self) -> BoxStream<'static, RouteUpdate> {
         let (tx, rx) = mpsc::channel(UPDATE_BUFFER);
+        // The task is owned by the returned stream: it ends when the stream is dropped.
         tokio::spawn(follow(self.store.clone(), self.params.clone(), tx));
         stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|u| (u, rx)) }).boxed()
     }

@@ -44,7 +44,8 @@ impl Backend {
     /// An HTTP backend on `listener`.
     ///
     /// Paths: `/headers` lists the request headers; `/echo` streams the request body back;
-    /// `/slow` answers once [`Backend::release_slow`] is called; others say hello.
+    /// `/slow` answers once [`Backend::release_slow`] is called; others say hello. Every
+    /// response names the backend's port in `x-backend-port`.
     pub fn serve(listener: TcpListener) -> Self {
         let addr = listener.local_addr().expect("backend addr");
         let release = Arc::new(watch::channel(false).0);
@@ -56,7 +57,8 @@ impl Backend {
                 };
                 let gate = Arc::clone(&gate);
                 tokio::spawn(async move {
-                    let service = service_fn(move |req| answer(req, Arc::clone(&gate)));
+                    let service =
+                        service_fn(move |req| answer(req, Arc::clone(&gate), addr.port()));
                     let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                         .serve_connection_with_upgrades(TokioIo::new(stream), service)
                         .await;
@@ -85,6 +87,7 @@ fn full(text: String) -> Body {
 async fn answer(
     req: Request<Incoming>,
     gate: Arc<watch::Sender<bool>>,
+    port: u16,
 ) -> Result<Response<Body>, Infallible> {
     let mut response = match req.uri().path() {
         "/headers" => {
@@ -104,6 +107,7 @@ async fn answer(
     };
     let headers = response.headers_mut();
     headers.insert("x-backend", "1".parse().expect("header"));
+    headers.insert("x-backend-port", port.into());
     headers.insert("connection", "x-hop".parse().expect("header"));
     headers.insert("x-hop", "secret".parse().expect("header"));
     headers.insert("keep-alive", "timeout=5".parse().expect("header"));
