@@ -7,4 +7,5 @@
 
 pub mod controller;
 pub mod measure;
+pub mod proxy;
 pub mod scenarios;

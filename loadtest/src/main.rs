@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use rouse_loadtest::measure::{self, Budget};
-use rouse_loadtest::scenarios;
+use rouse_loadtest::{proxy, scenarios};
 
 /// Rouse benchmarks; build with --release.
 #[derive(Debug, Parser)]
@@ -29,6 +29,24 @@ struct Cli {
     /// Controller scenario: publish Kubernetes Events.
     #[arg(long, default_value_t = false, env = "ROUSE_LOADTEST_EVENTS")]
     events: bool,
+    /// proxy: keep-alive connections of the HTTP load.
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    /// proxy: alternating rounds of the HTTP load.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// proxy: milliseconds of each target's turn per round.
+    #[arg(long, default_value_t = 2000)]
+    turn_ms: u64,
+    /// proxy: connections held for the memory measurement.
+    #[arg(long, default_value_t = 10_000)]
+    held: usize,
+    /// proxy: wake latency trials.
+    #[arg(long, default_value_t = 50)]
+    wakes: usize,
+    /// proxy: milliseconds of each splice throughput run.
+    #[arg(long, default_value_t = 3000)]
+    stream_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -40,9 +58,15 @@ enum Scenario {
     /// Sandboxes to Ready through the controller on the fake API server (not in the default
     /// set: it takes a while).
     Controller,
+    /// The proxy against direct and nginx: HTTP rps and latency, wake latency, memory per held
+    /// connection, splice throughput (writes a Markdown report to stdout).
+    Proxy,
 }
 
 fn main() -> anyhow::Result<()> {
+    if std::env::var_os(proxy::HELD_SERVER_ENV).is_some() {
+        return proxy::serve_held_child();
+    }
     let cli = Cli::parse();
     if cfg!(debug_assertions) {
         eprintln!("warning: a debug build; numbers are meaningful only with --release");
@@ -60,6 +84,17 @@ fn main() -> anyhow::Result<()> {
             continue;
         }
         let (subject, baseline) = match scenario {
+            Scenario::Proxy => {
+                proxy::run(proxy::Options {
+                    connections: cli.connections,
+                    rounds: cli.rounds,
+                    turn: Duration::from_millis(cli.turn_ms),
+                    held: cli.held,
+                    wakes: cli.wakes,
+                    stream_time: Duration::from_millis(cli.stream_ms),
+                })?;
+                continue;
+            }
             Scenario::Hostnames => scenarios::hostnames(Budget {
                 batches: cli.batches,
                 batch_size: 4096,

@@ -19,6 +19,7 @@ pub mod limits;
 pub mod metrics;
 pub mod route;
 pub mod server;
+pub mod tls;
 pub mod wake;
 
 pub use activity::ConnectionGuard;

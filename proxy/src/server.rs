@@ -33,6 +33,9 @@ pub enum ServerError {
         /// What failed.
         source: std::io::Error,
     },
+    /// The HTTPS, TLS passthrough or static TCP listeners could not start.
+    #[error(transparent)]
+    Listeners(#[from] crate::l4::ListenersError),
 }
 
 impl ServerError {
@@ -41,6 +44,7 @@ impl ServerError {
         match self {
             ServerError::Config(_) => "config",
             ServerError::Bind { .. } => "bind",
+            ServerError::Listeners(err) => err.metric_label(),
         }
     }
 }
@@ -103,9 +107,14 @@ impl Proxy {
             Some(addr) => Some(bind("admin", addr).await?),
             None => None,
         };
+        let l4 = crate::l4::Listeners::bind(&config).await?;
         let router = Router::new(config, directory)?;
         let mut addrs = BoundAddrs::default();
         router.start_updates();
+        let l4_addrs = l4.addrs();
+        (addrs.https, addrs.tls_passthrough, addrs.tcp) =
+            (l4_addrs.https, l4_addrs.tls_passthrough, l4_addrs.tcp);
+        l4.spawn(&router);
         if let Some(listener) = http {
             addrs.http = listener.local_addr().ok();
             router
@@ -118,7 +127,15 @@ impl Proxy {
                 .background_tasks()
                 .spawn(crate::admin::accept_loop(router.clone(), listener));
         }
-        for (listener, addr) in [("http", addrs.http), ("admin", addrs.admin)] {
+        for (listener, addr) in [
+            ("http", addrs.http),
+            ("https", addrs.https),
+            ("tls_passthrough", addrs.tls_passthrough),
+            ("admin", addrs.admin),
+        ]
+        .into_iter()
+        .chain(addrs.tcp.iter().map(|a| ("tcp", Some(*a))))
+        {
             if let Some(addr) = addr {
                 tracing::info!(listener, listener.addr = %addr, "listening");
             }

@@ -1,0 +1,46 @@
+//! The HTTPS listener: accept, TLS handshake within the header read timeout, then the same
+//! HTTP service as the plain listener (HTTP/2 when ALPN chose `h2`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+use crate::l4::accept_loop;
+use crate::l7::{Scheme, serve_http_connection};
+use crate::route::{ConnKind, Router};
+
+/// Failed TLS handshakes, by `reason` (`timeout`, `tls`).
+pub const TLS_HANDSHAKE_ERRORS_TOTAL: &str = "rouse_proxy_tls_handshake_errors_total";
+
+/// Serves HTTPS on `listener` with `acceptor` until the router's drain signal.
+pub async fn serve(router: Router, listener: TcpListener, acceptor: Arc<TlsAcceptor>) {
+    accept_loop(
+        router,
+        listener,
+        ConnKind::Http,
+        move |router, stream, peer| handle(router, stream, peer, Arc::clone(&acceptor)),
+    )
+    .await;
+}
+
+async fn handle(router: Router, stream: TcpStream, peer: SocketAddr, acceptor: Arc<TlsAcceptor>) {
+    // A client that never finishes the handshake must not hold a slot longer than one that
+    // never finishes its request head.
+    let timeout = router.config().limits.header_read_timeout;
+    let tls = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => {
+            metrics::counter!(TLS_HANDSHAKE_ERRORS_TOTAL, "reason" => "tls").increment(1);
+            tracing::debug!(client.addr = %peer, error = %err, "tls handshake failed");
+            return;
+        }
+        Err(_) => {
+            metrics::counter!(TLS_HANDSHAKE_ERRORS_TOTAL, "reason" => "timeout").increment(1);
+            tracing::debug!(client.addr = %peer, "tls handshake timed out");
+            return;
+        }
+    };
+    serve_http_connection(router, tls, peer, Scheme::Https).await;
+}

@@ -1,0 +1,109 @@
+//! HTTPS: TLS terminated with the certificate for the SNI name, ALPN h2 end to end to a real
+//! HTTP backend.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsConnector;
+
+use crate::support::*;
+
+/// An HTTP/1.1 backend answering with the forwarded scheme and host it saw.
+async fn http_backend() -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = service_fn(|req: Request<hyper::body::Incoming>| async move {
+                    let header = |name: &str| {
+                        req.headers()
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("-")
+                            .to_owned()
+                    };
+                    let body = format!(
+                        "proto={} host={} path={}",
+                        header("x-forwarded-proto"),
+                        header("host"),
+                        req.uri().path()
+                    );
+                    Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn https_with_alpn_h2_reaches_the_sandbox_with_the_certificate_for_its_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fallback = cert(dir.path(), "fallback", &["proxy.example.com"]);
+    let wildcard = cert(dir.path(), "wildcard", &["*.default.sandbox.localhost"]);
+    let directory = rouse_proxy::StaticDirectory::new(&[]);
+    running(&directory, "gina", 80, http_backend().await);
+    let extra = format!(
+        "[https]\nlisten = \"127.0.0.1:0\"\n\
+         [[https.certificates]]\ncert = {:?}\nkey = {:?}\n\
+         [[https.certificates]]\ncert = {:?}\nkey = {:?}\n",
+        fallback.cert_path, fallback.key_path, wildcard.cert_path, wildcard.key_path
+    );
+    let proxy = start(&extra, &directory).await;
+    let addr = proxy.addrs().https.expect("https listener");
+
+    // Trusting only the wildcard certificate: the handshake verifies only if SNI chose it.
+    let config = client_config(&[&wildcard.der], &[b"h2", b"http/1.1"]);
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from(host("gina")).expect("name");
+    let tls = TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .expect("handshake with the wildcard certificate");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    let req = Request::get(format!("https://{}/over-h2", host("gina")))
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let response = tokio::time::timeout(PATIENCE, sender.send_request(req))
+        .await
+        .expect("a response")
+        .expect("response");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        format!("proto=https host={} path=/over-h2", host("gina"))
+    );
+
+    // An unknown name gets the first (default) certificate.
+    let config = client_config(&[&fallback.der], &[]);
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from("proxy.example.com").expect("name");
+    TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .expect("handshake with the default certificate");
+    proxy.shutdown().await;
+}
