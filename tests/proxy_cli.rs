@@ -1,4 +1,4 @@
-//! `rouse proxy` end to end: `--check-config`, the store-kind error, and a real run that
+//! `rouse proxy` end to end: `--check-config`, the missing cluster config error, and a real run that
 //! proxies a request and drains on SIGTERM.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -44,19 +44,21 @@ fn check_config_accepts_a_valid_file_and_lists_every_problem_of_a_bad_one() {
 }
 
 #[test]
-fn the_store_directory_needs_a_store() {
+fn the_store_directory_without_a_cluster_config_is_a_clear_error() {
     let config = write_config("[http]\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"off\"\n");
+    let home = tempfile::tempdir().expect("temp home");
     let out = rouse()
         .args(["proxy", "--config"])
         .arg(config.path())
+        .env("HOME", home.path())
+        .env("KUBECONFIG", home.path().join("missing-kubeconfig"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
         .output()
         .expect("run rouse");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("needs `rouse up` or `rouse controller`"),
-        "{err}"
-    );
+    assert!(err.contains("no Kubernetes cluster config found"), "{err}");
 }
 
 /// A backend answering one request with a fixed body.

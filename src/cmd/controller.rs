@@ -111,9 +111,7 @@ fn config(args: &Args) -> ControllerConfig {
 
 async fn serve(args: &Args) -> anyhow::Result<()> {
     let metrics = run::install_metrics().context("cannot install the metrics recorder")?;
-    let client = kube::Client::try_default()
-        .await
-        .context("cannot build a Kubernetes client (kubeconfig or in-cluster config)")?;
+    let client = super::cluster::client().await?;
     let store = KubeStore::new(client.clone());
     let listener = tokio::net::TcpListener::bind(args.metrics_address)
         .await

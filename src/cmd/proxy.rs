@@ -1,5 +1,9 @@
 //! `rouse proxy`: run the wake-on-connect proxy from a config file, or check one.
 //!
+//! With `[directory] kind = "store"` the routes come from the Sandbox objects of a Kubernetes
+//! cluster (kubeconfig or in-cluster config): wakes patch `spec.operatingMode`, activity patches
+//! `status.lastActivityTime`. With `kind = "static"` they come from the file.
+//!
 //! The file is reloaded when its modification time changes (checked every two seconds) and on
 //! SIGHUP; an invalid file is rejected with every bad key, and the config in force stays.
 //! SIGTERM or SIGINT drain the proxy (see `[drain]`).
@@ -10,7 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 use rouse_proxy::config::DirectoryKind;
-use rouse_proxy::{Config, Proxy, StaticDirectory};
+use rouse_proxy::{Config, Directory, Proxy, StaticDirectory, StoreDirectory};
+use rouse_shared::store::{KubeStore, ListParams};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// How often the config file's modification time is checked.
@@ -37,13 +42,45 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     crate::telemetry::init();
     let config = Config::from_file(path)?;
-    let directory = static_directory(&config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(path, config, directory))?;
+    runtime.block_on(start(path, config))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a reload must keep: the directory the proxy was started with.
+#[derive(Debug)]
+enum Fixed {
+    /// Static routes, replaced from each reloaded file.
+    Static(StaticDirectory),
+    /// Sandboxes on the cluster, of one namespace or all.
+    Store { namespace: Option<String> },
+}
+
+/// Builds the directory the config names and serves until a signal.
+async fn start(path: &Path, config: Config) -> anyhow::Result<()> {
+    match config.directory.kind {
+        DirectoryKind::Static => {
+            let directory = StaticDirectory::new(&config.directory.routes);
+            serve(path, config, directory.clone(), Fixed::Static(directory)).await
+        }
+        DirectoryKind::Store => {
+            let client = super::cluster::client().await?;
+            let namespace = config.directory.namespace.clone();
+            let params = match &namespace {
+                Some(namespace) => ListParams::namespace(namespace.clone()),
+                None => ListParams::default(),
+            };
+            tracing::info!(
+                directory.namespace = namespace.as_deref().unwrap_or("(all)"),
+                "routing the sandboxes of the cluster"
+            );
+            let directory = StoreDirectory::with_params(KubeStore::new(client), params);
+            serve(path, config, directory, Fixed::Store { namespace }).await
+        }
+    }
 }
 
 /// Prints whether the file is a valid config.
@@ -60,19 +97,13 @@ fn check(path: &Path) -> ExitCode {
     }
 }
 
-/// The directory the binary can build on its own: only the static one for now.
-fn static_directory(config: &Config) -> anyhow::Result<StaticDirectory> {
-    match config.directory.kind {
-        DirectoryKind::Static => Ok(StaticDirectory::new(&config.directory.routes)),
-        DirectoryKind::Store => bail!(
-            "[directory] kind = \"store\": the store directory needs `rouse up` or `rouse controller`, \
-             which run the proxy with their store; for `rouse proxy` alone use kind = \"static\""
-        ),
-    }
-}
-
-async fn serve(path: &Path, config: Config, directory: StaticDirectory) -> anyhow::Result<()> {
-    let proxy = Proxy::start(config, directory.clone()).await?;
+async fn serve(
+    path: &Path,
+    config: Config,
+    directory: impl Directory,
+    fixed: Fixed,
+) -> anyhow::Result<()> {
+    let proxy = Proxy::start(config, directory).await?;
     let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
@@ -84,13 +115,13 @@ async fn serve(path: &Path, config: Config, directory: StaticDirectory) -> anyho
             _ = int.recv() => break,
             _ = hup.recv() => {
                 seen = modified(path);
-                reload(&proxy, &directory, path);
+                reload(&proxy, &fixed, path);
             }
             _ = tick.tick() => {
                 let now = modified(path);
                 if now != seen {
                     seen = now;
-                    reload(&proxy, &directory, path);
+                    reload(&proxy, &fixed, path);
                 }
             }
         }
@@ -104,7 +135,7 @@ fn modified(path: &Path) -> Option<SystemTime> {
 }
 
 /// Reads the file again and puts it in force, or logs why not and keeps the old config.
-fn reload(proxy: &Proxy, directory: &StaticDirectory, path: &Path) {
+fn reload(proxy: &Proxy, fixed: &Fixed, path: &Path) {
     let config = match Config::from_file(path) {
         Ok(config) => config,
         Err(err) => {
@@ -112,14 +143,23 @@ fn reload(proxy: &Proxy, directory: &StaticDirectory, path: &Path) {
             return;
         }
     };
-    if config.directory.kind != DirectoryKind::Static {
-        tracing::error!(config.path = %path.display(), "config reload rejected: directory.kind cannot change while running");
+    let unchanged = match fixed {
+        Fixed::Static(_) => config.directory.kind == DirectoryKind::Static,
+        Fixed::Store { namespace } => {
+            config.directory.kind == DirectoryKind::Store
+                && config.directory.namespace == *namespace
+        }
+    };
+    if !unchanged {
+        tracing::error!(config.path = %path.display(), "config reload rejected: directory.kind and directory.namespace cannot change while running");
         return;
     }
     let routes = config.directory.routes.clone();
     match proxy.reload(config) {
         Ok(()) => {
-            directory.replace(&routes);
+            if let Fixed::Static(directory) = fixed {
+                directory.replace(&routes);
+            }
             tracing::info!(config.path = %path.display(), "config reloaded");
         }
         Err(err) => {

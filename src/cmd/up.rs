@@ -98,7 +98,12 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
         .with_context(|| format!("cannot listen for the api on {}", api_config.listen))?;
     let api_addr = api_listener.local_addr().context("api listener address")?;
 
-    let proxy = Proxy::start(config.proxy.clone(), StoreDirectory::new(store.clone())).await?;
+    let params = match &config.proxy.directory.namespace {
+        Some(namespace) => rouse_shared::store::ListParams::namespace(namespace.clone()),
+        None => rouse_shared::store::ListParams::default(),
+    };
+    let directory = StoreDirectory::with_params(store.clone(), params);
+    let proxy = Proxy::start(config.proxy.clone(), directory).await?;
 
     let shutdown = CancellationToken::new();
     let driver = tokio::spawn(standalone::run(store.clone(), platform, shutdown.clone()));
@@ -210,6 +215,9 @@ fn modified(path: &Path) -> Option<SystemTime> {
 /// Reads the file again and puts its proxy sections in force, or logs why not.
 fn reload(proxy: &Proxy, path: &Path) {
     match UpConfig::from_file(path) {
+        Ok(config) if config.proxy.directory.namespace != proxy.config().directory.namespace => {
+            tracing::error!(config.path = %path.display(), "config reload rejected: directory.namespace cannot change while running");
+        }
         Ok(config) => match proxy.reload(config.proxy) {
             Ok(()) => tracing::info!(config.path = %path.display(), "proxy config reloaded"),
             Err(err) => {

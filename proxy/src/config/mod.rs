@@ -299,6 +299,8 @@ impl Default for DrainConfig {
 pub struct DirectoryConfig {
     /// `"store"` (Sandbox objects) or `"static"` (the routes below). Default `"store"`.
     pub kind: DirectoryKind,
+    /// For `kind = "store"`: route the Sandboxes of this namespace only (all when unset).
+    pub namespace: Option<String>,
     /// Fixed routes, for `kind = "static"`.
     pub routes: Vec<StaticRouteConfig>,
 }

@@ -173,3 +173,19 @@ fn sandbox_keys_need_namespace_and_name() {
         assert!(err.to_string().contains("namespace/name"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn the_store_directory_takes_a_namespace_scope() {
+    let config = Config::from_toml("[directory]\nnamespace = \"team-a\"\n").expect("valid");
+    assert_eq!(config.directory.namespace.as_deref(), Some("team-a"));
+    assert_eq!(
+        Config::from_toml("").expect("defaults").directory.namespace,
+        None
+    );
+
+    let err = Config::from_toml("[directory]\nnamespace = \"Team_A\"\n").expect_err("bad name");
+    assert!(err.to_string().contains("directory.namespace"), "{err}");
+    let err = Config::from_toml("[directory]\nkind = \"static\"\nnamespace = \"team-a\"\n")
+        .expect_err("static with a namespace");
+    assert!(err.to_string().contains("namespace scope"), "{err}");
+}

@@ -116,6 +116,19 @@ pub(super) fn validate(config: &Config) -> Vec<ConfigIssue> {
             "static routes need directory.kind = \"static\"".to_owned(),
         );
     }
+    if let Some(namespace) = &directory.namespace {
+        if directory.kind != DirectoryKind::Store {
+            bad(
+                "directory.namespace",
+                "a namespace scope needs directory.kind = \"store\"".to_owned(),
+            );
+        } else if let Err(err) = rouse_shared::names::validate_dns1123_label(namespace) {
+            bad(
+                "directory.namespace",
+                format!("{namespace:?} is not a namespace name: {err}"),
+            );
+        }
+    }
     let mut seen = HashSet::new();
     for (i, route) in directory.routes.iter().enumerate() {
         if !seen.insert(&route.sandbox) {

@@ -2,8 +2,10 @@
 //! [`Router`]'s hold/wake and connect phases, so pooled requests wait for a waking sandbox and
 //! dial errors are retried like any other connection.
 //!
-//! The pool is keyed by URI authority, which encodes the target as `{name}.{namespace}[:port]`
-//! (namespaces are DNS labels and never contain a dot), so each sandbox port has its own pool.
+//! The pool is keyed by URI authority, which encodes the target as
+//! `{epoch}.{name}.{namespace}[:port]` (namespaces are DNS labels and never contain a dot; the
+//! epoch changes with the sandbox's address), so each sandbox port has its own pool and pooled
+//! connections never outlive the address they were dialled at.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -57,11 +59,20 @@ impl UpstreamClient {
     }
 }
 
-/// The internal URI of a request to `target`: the pool key encodes sandbox and port.
-pub(crate) fn target_uri(target: &RouteTarget, path_and_query: &str) -> Result<Uri, http::Error> {
+/// The internal URI of a request to `target` while its slot is at address `epoch`: the pool
+/// key encodes epoch, sandbox and port, so each sandbox port has its own pool and a pooled
+/// connection is only reused while the sandbox is still at the address it was dialled at (a
+/// suspended or moved sandbox never gets a request on a stale connection; it goes through the
+/// connector's hold/wake instead).
+pub(crate) fn target_uri(
+    target: &RouteTarget,
+    epoch: u64,
+    path_and_query: &str,
+) -> Result<Uri, http::Error> {
+    let (name, namespace) = (&target.key.name, &target.key.namespace);
     let authority = match target.port {
-        Some(port) => format!("{}.{}:{port}", target.key.name, target.key.namespace),
-        None => format!("{}.{}", target.key.name, target.key.namespace),
+        Some(port) => format!("{epoch}.{name}.{namespace}:{port}"),
+        None => format!("{epoch}.{name}.{namespace}"),
     };
     Uri::builder()
         .scheme(Scheme::HTTP)
@@ -73,7 +84,8 @@ pub(crate) fn target_uri(target: &RouteTarget, path_and_query: &str) -> Result<U
 /// The target a [`target_uri`] encodes.
 fn target_of(uri: &Uri) -> Option<RouteTarget> {
     let authority: &Authority = uri.authority()?;
-    let (name, namespace) = authority.host().rsplit_once('.')?;
+    let (_epoch, rest) = authority.host().split_once('.')?;
+    let (name, namespace) = rest.rsplit_once('.')?;
     Some(RouteTarget {
         key: SandboxKey::new(namespace, name),
         port: authority.port_u16(),
@@ -119,7 +131,11 @@ mod tests {
                 key: SandboxKey::new("team-a", "alice"),
                 port,
             };
-            let uri = target_uri(&target, "/x?y=1").expect("valid uri");
+            let uri = target_uri(&target, 7, "/x?y=1").expect("valid uri");
+            assert!(
+                uri.to_string().starts_with("http://7.alice.team-a"),
+                "{uri}"
+            );
             assert_eq!(target_of(&uri), Some(target));
         }
     }

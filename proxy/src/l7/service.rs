@@ -82,7 +82,8 @@ async fn proxy(
         .path_and_query()
         .map_or("/", |pq| pq.as_str())
         .to_owned();
-    parts.uri = client::target_uri(&target, &path)
+    let epoch = router.slot(&target.key).map_or(0, |slot| slot.epoch());
+    parts.uri = client::target_uri(&target, epoch, &path)
         .map_err(|err| ProxyError::BadRequest(format!("request target: {err}")))?;
     parts.version = Version::HTTP_11;
     headers::strip_hop_by_hop(&mut parts.headers, upgrade.clone());

@@ -91,6 +91,16 @@ pub struct Slot {
     pub(crate) gate: WakeGate,
     /// Activity counters.
     pub(crate) activity: SandboxActivity,
+    /// Bumped whenever the address to dial changes (or goes away), so pooled upstream
+    /// connections to an old address are never reused: the L7 pool key includes it.
+    pub(crate) epoch: std::sync::atomic::AtomicU64,
+}
+
+impl Slot {
+    /// The current address epoch (see `epoch`).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 /// The config in force and what is derived from it.

@@ -5,13 +5,14 @@
 //! holding its slot see the `Missing` state and give up.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use tokio::sync::watch;
 
 use super::Slot;
 use crate::activity::SandboxActivity;
-use crate::directory::{RouteState, SandboxKey};
+use crate::directory::{Endpoint, RouteState, SandboxKey};
 use crate::metrics as m;
 use crate::wake::WakeGate;
 
@@ -50,6 +51,7 @@ impl RouteTable {
                         state: watch::Sender::new(state.clone()),
                         gate: WakeGate::new(release_concurrency),
                         activity: SandboxActivity::default(),
+                        epoch: AtomicU64::new(0),
                     })
                 })
                 .value(),
@@ -63,7 +65,10 @@ impl RouteTable {
                 }
         );
         let running = matches!(state, RouteState::Running { .. });
-        slot.state.send_replace(state);
+        let old = slot.state.send_replace(state.clone());
+        if dialable(&old) != dialable(&state) {
+            slot.epoch.fetch_add(1, Ordering::AcqRel);
+        }
         if ends_cycle && let Some(started) = slot.gate.end_cycle() {
             let elapsed = started.elapsed();
             if running {
@@ -73,5 +78,16 @@ impl RouteTable {
                 tracing::info!(sandbox.key = %key, "sandbox did not wake");
             }
         }
+    }
+}
+
+/// Where a route in `state` may be dialled right now, if anywhere.
+fn dialable(state: &RouteState) -> Option<&Endpoint> {
+    match state {
+        RouteState::Running { endpoint }
+        | RouteState::Starting {
+            endpoint: Some(endpoint),
+        } => Some(endpoint),
+        _ => None,
     }
 }
