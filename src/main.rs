@@ -17,6 +17,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the Sandbox controller against a Kubernetes cluster.
+    Controller(cmd::controller::Args),
     /// Print every CustomResourceDefinition as YAML, or write one file per CRD.
     Crds(cmd::crds::Args),
     /// Check manifests of the sandbox kinds; `-` reads standard input.
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Logs(args) => (cmd::logs::run(&args), 1),
         Command::Proxy(args) => (cmd::proxy::run(&args), 2),
         Command::Up(args) => (cmd::up::run(&args), 1),
+        Command::Controller(args) => (cmd::controller::run(&args), 1),
     };
     match result {
         Ok(code) => code,

@@ -5,5 +5,6 @@
 //! compare across machines. Loops are bounded both by a count and by a time budget. Run the
 //! release build: `cargo run --release -p rouse-loadtest -- --help`.
 
+pub mod controller;
 pub mod measure;
 pub mod scenarios;

@@ -20,6 +20,15 @@ struct Cli {
     /// Time budget per side, in seconds.
     #[arg(long, default_value_t = 10, env = "ROUSE_LOADTEST_SECONDS")]
     seconds: u64,
+    /// Controller scenario: sandboxes created.
+    #[arg(long, default_value_t = 2000, env = "ROUSE_LOADTEST_SANDBOXES")]
+    sandboxes: usize,
+    /// Controller scenario: concurrent creates and reconciles.
+    #[arg(long, default_value_t = 64, env = "ROUSE_LOADTEST_CONCURRENCY")]
+    concurrency: usize,
+    /// Controller scenario: publish Kubernetes Events.
+    #[arg(long, default_value_t = false, env = "ROUSE_LOADTEST_EVENTS")]
+    events: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -28,6 +37,9 @@ enum Scenario {
     Hostnames,
     /// Manifest validation against parsing alone.
     Validate,
+    /// Sandboxes to Ready through the controller on the fake API server (not in the default
+    /// set: it takes a while).
+    Controller,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,10 +50,15 @@ fn main() -> anyhow::Result<()> {
     let scenarios = if cli.scenarios.is_empty() {
         vec![Scenario::Hostnames, Scenario::Validate]
     } else {
-        cli.scenarios
+        cli.scenarios.clone()
     };
     let max_time = Duration::from_secs(cli.seconds);
     for scenario in scenarios {
+        if scenario == Scenario::Controller {
+            println!("== Controller");
+            controller(&cli)?;
+            continue;
+        }
         let (subject, baseline) = match scenario {
             Scenario::Hostnames => scenarios::hostnames(Budget {
                 batches: cli.batches,
@@ -53,9 +70,28 @@ fn main() -> anyhow::Result<()> {
                 batch_size: 32,
                 max_time,
             })?,
+            Scenario::Controller => continue,
         };
         println!("== {scenario:?}");
         measure::print_pair(&subject, &baseline);
     }
+    Ok(())
+}
+
+/// Runs the controller benchmark on a multi-threaded runtime.
+fn controller(cli: &Cli) -> anyhow::Result<()> {
+    // A summary with quantiles, so the reconcile latency can be read back.
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_quantiles(&[0.5, 0.99])?
+        .install_recorder()?;
+    let bench = rouse_loadtest::controller::ControllerBench {
+        sandboxes: cli.sandboxes,
+        concurrency: cli.concurrency,
+        events: cli.events,
+        timeout: Duration::from_secs(cli.seconds.max(60)),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let report = runtime.block_on(rouse_loadtest::controller::run(&bench, Some(&metrics)))?;
+    rouse_loadtest::controller::print(&report);
     Ok(())
 }

@@ -44,3 +44,22 @@ fn sample_hosts_cover_every_form() {
     // overlapping domain) and one invalid label.
     assert_eq!(results, [true, true, true, true, false]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_scenario_brings_every_sandbox_to_ready() {
+    let bench = rouse_loadtest::controller::ControllerBench {
+        sandboxes: 20,
+        concurrency: 4,
+        events: false,
+        timeout: Duration::from_secs(30),
+    };
+    let report = rouse_loadtest::controller::run(&bench, None)
+        .await
+        .expect("scenario runs");
+    assert_eq!(report.sandboxes, 20);
+    assert!(report.ready_latency[0] <= report.ready_latency[1]);
+    assert!(report.ready_latency[1] <= report.ready_latency[2]);
+    // At least the client's create, the Pod create and one status write per sandbox.
+    assert!(report.requests_per_sandbox >= 3.0, "{report:?}");
+    assert!(report.reconcile_latency.is_none(), "no recorder was given");
+}

@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod client;
+pub mod controller;
 pub mod crds;
 pub mod delete;
 pub mod get;

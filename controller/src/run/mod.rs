@@ -19,7 +19,7 @@ mod state;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt, stream};
+use futures::{FutureExt, StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::runtime::controller::{self, trigger_owners, trigger_self};
 use kube::runtime::events::{Recorder, Reporter};
@@ -36,7 +36,7 @@ pub use context::{Context, error_policy, reconcile};
 pub use http::{Probes, install_metrics, serve_probes};
 pub use lease::{LeaderElector, LeaseConfig, LeaseError};
 
-use crate::platform::kube::{KubeCache, KubePlatform};
+use crate::platform::kube::{KubeCache, KubePlatform, PodIndex};
 
 /// Settings of `rouse controller`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,11 +204,16 @@ where
     )
     .default_backoff()
     .touched_objects();
+    let pod_index = PodIndex::default();
     let pod_events = reflector(
         pod_writer,
         watcher(scoped::<Pod>(client.clone(), ns), owned.clone()),
     )
     .default_backoff()
+    .inspect_ok({
+        let pod_index = pod_index.clone();
+        move |event| pod_index.apply(event)
+    })
     .touched_objects();
     let service_events = reflector(
         service_writer,
@@ -234,6 +239,7 @@ where
         pods: pods.clone(),
         services: services.clone(),
         claims: claims.clone(),
+        pod_index,
     };
     let platform = KubePlatform::new(client.clone(), cache, config.cluster_domain.clone());
     let recorder = config.events.then(|| {

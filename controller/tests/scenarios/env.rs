@@ -14,6 +14,7 @@ use rouse_controller::run::{self, ControllerConfig, LeaseConfig, Probes};
 use rouse_shared::api::{
     EmbeddedObjectMetadata, PersistentVolumeClaimTemplate, PodTemplate, Sandbox, SandboxSpec,
 };
+use rouse_shared::store::KubeStore;
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -91,7 +92,7 @@ impl Env {
     pub fn start(&self, config: ControllerConfig) -> RunningController {
         let shutdown = CancellationToken::new();
         let probes = Probes::default();
-        let store = super::store::ApiStore::new(self.client.clone());
+        let store = KubeStore::new(self.client.clone());
         let task = tokio::spawn({
             let (client, probes, shutdown) =
                 (self.client.clone(), probes.clone(), shutdown.clone());

@@ -8,7 +8,6 @@
 
 pub mod env;
 pub mod lifecycle;
-pub mod store;
 
 #[allow(unused_imports)]
 pub use env::{Env, RunningController, deadline, sandbox, wait_for};

@@ -7,7 +7,10 @@
 //! deterministic name and treats `AlreadyExists` as done, every delete treats `NotFound` as
 //! done, so a stale view can never make a second Pod.
 
+mod index;
 mod objects;
+
+pub use index::PodIndex;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -32,6 +35,8 @@ pub struct KubeCache {
     pub services: Store<Service>,
     /// PVCs labelled with `sandbox-name-hash`.
     pub claims: Store<PersistentVolumeClaim>,
+    /// Names of the cached Pods by namespace and hash label.
+    pub pod_index: PodIndex,
 }
 
 /// Pods, PVCs and headless Services through the Kubernetes API.
@@ -76,12 +81,15 @@ impl Platform for KubePlatform {
             workloads.push(objects::workload(&pod, sandbox));
         }
         // Other pods this sandbox owns, to refuse when there is more than one.
-        let others = self.cache.pods.state_filter(|p| {
-            p.namespace().as_deref() == Some(namespace.as_str())
-                && p.name_any() != name
-                && p.labels().get(SANDBOX_NAME_HASH) == Some(&hash)
-                && is_owned_by(p, sandbox)
-        });
+        let others: Vec<_> = self
+            .cache
+            .pod_index
+            .names(&namespace, &hash)
+            .into_iter()
+            .filter(|n| *n != name)
+            .filter_map(|n| self.cache.pods.get(&ObjectRef::new(&n).within(&namespace)))
+            .filter(|p| is_owned_by(p.as_ref(), sandbox))
+            .collect();
         workloads.extend(others.iter().map(|p| objects::workload(p, sandbox)));
 
         let volumes = volume_specs(sandbox)
