@@ -8,3 +8,4 @@
 pub mod controller;
 pub mod measure;
 pub mod scenarios;
+pub mod wake;

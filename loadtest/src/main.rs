@@ -1,11 +1,13 @@
 //! `rouse-loadtest`: runs benchmark scenarios and prints p50/p99/max with ratios against a
 //! baseline measured in the same run.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use rouse_loadtest::measure::{self, Budget};
 use rouse_loadtest::scenarios;
+use rouse_loadtest::wake::{self, WakeOptions};
 
 /// Rouse benchmarks; build with --release.
 #[derive(Debug, Parser)]
@@ -29,6 +31,12 @@ struct Cli {
     /// Controller scenario: publish Kubernetes Events.
     #[arg(long, default_value_t = false, env = "ROUSE_LOADTEST_EVENTS")]
     events: bool,
+    /// Wake cycles of the `wake` scenario (and backend starts for its baseline).
+    #[arg(long, default_value_t = 200, env = "ROUSE_LOADTEST_CYCLES")]
+    cycles: usize,
+    /// The `rouse` binary the `wake` scenario runs; default: `rouse` beside this binary.
+    #[arg(long, value_name = "PATH")]
+    rouse: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -40,10 +48,19 @@ enum Scenario {
     /// Sandboxes to Ready through the controller on the fake API server (not in the default
     /// set: it takes a while).
     Controller,
+    /// Wake-on-connect latency of `rouse up` against the backend's own start time (needs
+    /// `cargo build --release -p rouse`; not part of the default set).
+    Wake,
+    /// The `wake` scenario's workload: an HTTP server on `$PORT` (internal).
+    #[value(hide = true)]
+    Backend,
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if cli.scenarios.first() == Some(&Scenario::Backend) {
+        return wake::backend();
+    }
     if cfg!(debug_assertions) {
         eprintln!("warning: a debug build; numbers are meaningful only with --release");
     }
@@ -59,7 +76,13 @@ fn main() -> anyhow::Result<()> {
             controller(&cli)?;
             continue;
         }
+        if scenario == Scenario::Wake {
+            println!("== Wake");
+            wake_scenario(&cli)?;
+            continue;
+        }
         let (subject, baseline) = match scenario {
+            Scenario::Backend => anyhow::bail!("`backend` is the wake scenario's workload only"),
             Scenario::Hostnames => scenarios::hostnames(Budget {
                 batches: cli.batches,
                 batch_size: 4096,
@@ -70,11 +93,26 @@ fn main() -> anyhow::Result<()> {
                 batch_size: 32,
                 max_time,
             })?,
-            Scenario::Controller => continue,
+            Scenario::Controller | Scenario::Wake => continue,
         };
         println!("== {scenario:?}");
         measure::print_pair(&subject, &baseline);
     }
+    Ok(())
+}
+
+/// Runs the wake benchmark against the `rouse` binary beside this one (or `--rouse`).
+fn wake_scenario(cli: &Cli) -> anyhow::Result<()> {
+    let rouse = match &cli.rouse {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("rouse"),
+    };
+    let options = WakeOptions {
+        rouse,
+        cycles: cli.cycles,
+        max_time: Duration::from_secs(cli.seconds.max(60)),
+    };
+    wake::print(&wake::run(&options)?);
     Ok(())
 }
 
