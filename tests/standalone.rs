@@ -72,12 +72,15 @@ async fn an_idle_sandbox_is_suspended_and_woken_by_the_next_request() {
     ready_with_file(&rouse, "idle").await;
     let created =
         rouse.sandbox("idle").await.expect("exists")["metadata"]["creationTimestamp"].clone();
+    // On a slow machine this request may already find the sandbox idle-suspended and wake it;
+    // the runs are counted from the suspend on.
     get_file(&rouse, "idle").await;
-    let pid = only_pid(&rouse, "idle");
 
     rouse
         .wait_condition("idle", "Suspended", "True", None)
         .await;
+    let runs = rouse.runs("idle").len();
+    let pid = expect_runs(&rouse, "idle", runs);
     eventually("the suspended workload's process gone", || !alive(pid)).await;
     let suspended = rouse.sandbox("idle").await.expect("exists");
     assert_eq!(suspended["spec"]["operatingMode"], "Suspended");
@@ -89,7 +92,7 @@ async fn an_idle_sandbox_is_suspended_and_woken_by_the_next_request() {
     // The request is held, not refused, while the sandbox wakes.
     let started = Instant::now();
     get_file(&rouse, "idle").await;
-    expect_runs(&rouse, "idle", 2);
+    expect_runs(&rouse, "idle", runs + 1);
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "woke in {:?}",
@@ -156,15 +159,21 @@ async fn concurrent_connections_to_a_suspended_sandbox_wake_it_once() {
 async fn shutdown_time_deletes_or_expires_the_sandbox() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rouse = Rouse::start(dir.path(), &Options::default());
-    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(4);
-    for (name, policy) in [("doomed", "Delete"), ("kept", "Retain")] {
-        let spec = json!({"shutdownTime": at.to_string(), "shutdownPolicy": policy});
-        rouse.create(&sandbox(name, SERVE, spec)).await;
+    for name in ["doomed", "kept"] {
+        rouse.create(&sandbox(name, SERVE, json!({}))).await;
     }
     rouse.wait_condition("doomed", "Ready", "True", None).await;
     rouse.wait_condition("kept", "Ready", "True", None).await;
     let doomed = only_pid(&rouse, "doomed");
     let kept = only_pid(&rouse, "kept");
+    // The shutdown time is set once both run, so a slow start cannot outrun it.
+    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(2);
+    for (name, policy) in [("doomed", "Delete"), ("kept", "Retain")] {
+        let patch = json!({"spec": {"shutdownTime": at.to_string(), "shutdownPolicy": policy}});
+        let path = format!("/v1/namespaces/default/sandboxes/{name}");
+        let (code, body) = rouse.api("PATCH", &path, Some(&patch)).await;
+        assert_eq!(code, 200, "{body}");
+    }
 
     rouse.wait_for("doomed", "deleted", |s| s.is_none()).await;
     eventually("the deleted sandbox's process gone", || !alive(doomed)).await;
@@ -278,14 +287,15 @@ async fn a_gvisor_sandbox_is_reached_suspended_and_woken() {
     rouse.create(&sandbox("gbox", &script, spec)).await;
     ready_with_file(&rouse, "gbox").await;
     get_file(&rouse, "gbox").await;
-    let pid = only_pid(&rouse, "gbox");
     rouse
         .wait_condition("gbox", "Suspended", "True", None)
         .await;
+    let runs = rouse.runs("gbox").len();
+    let pid = expect_runs(&rouse, "gbox", runs);
     eventually("the suspended runsc gone", || !alive(pid)).await;
     assert!(rouse.volume("gbox", "work").join(FILE).exists());
     get_file(&rouse, "gbox").await;
-    expect_runs(&rouse, "gbox", 2);
+    expect_runs(&rouse, "gbox", runs + 1);
 }
 
 /// Runs the `rouse` CLI against this `rouse up`; the exit status and stdout.
