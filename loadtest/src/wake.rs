@@ -67,6 +67,8 @@ pub struct WakeReport {
     pub wake: Latencies,
     /// connect → first response byte through the proxy, the sandbox running.
     pub warm: Latencies,
+    /// Means from `rouse up`'s own `/metrics` over the whole run, in seconds, by name.
+    pub means: Vec<(&'static str, f64)>,
 }
 
 /// Serves `GET` with `200 ok` on `127.0.0.1:$PORT` until killed: the benchmark's workload.
@@ -97,12 +99,14 @@ pub fn run(options: &WakeOptions) -> anyhow::Result<WakeReport> {
     let data = tempfile::tempdir().context("temporary data directory")?;
     let mut rouse = RouseUp::start(&options.rouse, data.path())?;
     let result = cycles(&rouse, &me, options);
+    let means = rouse.means();
     rouse.stop();
     let (wake, warm) = result?;
     Ok(WakeReport {
         backend,
         wake,
         warm,
+        means,
     })
 }
 
@@ -239,6 +243,7 @@ struct RouseUp {
     child: Option<Child>,
     api: SocketAddr,
     proxy: SocketAddr,
+    admin: Option<SocketAddr>,
 }
 
 impl RouseUp {
@@ -253,7 +258,7 @@ impl RouseUp {
         std::fs::write(
             &config,
             "[api]\nlisten = \"127.0.0.1:0\"\n[http]\nlisten = \"127.0.0.1:0\"\n\
-             [admin]\nlisten = \"off\"\n",
+             [admin]\nlisten = \"127.0.0.1:0\"\n",
         )?;
         let mut child = Command::new(rouse)
             .arg("up")
@@ -273,6 +278,7 @@ impl RouseUp {
             child: Some(child),
             api: SocketAddr::from(([127, 0, 0, 1], 0)),
             proxy: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin: None,
         };
         // The banner comes first; a thread keeps draining stdout afterwards.
         let (tx, rx) = std::sync::mpsc::channel();
@@ -286,12 +292,13 @@ impl RouseUp {
             }
         });
         let (mut api, mut proxy) = (None, None);
-        while api.is_none() || proxy.is_none() {
+        while api.is_none() || proxy.is_none() || up.admin.is_none() {
             let line = rx
                 .recv_timeout(DEADLINE)
                 .context("no banner from rouse up")?;
             api = api.or_else(|| banner_addr(&line, "api: http://"));
             proxy = proxy.or_else(|| banner_addr(&line, "proxy: http://"));
+            up.admin = up.admin.or_else(|| banner_addr(&line, "metrics: http://"));
         }
         up.api = api.context("api address")?;
         up.proxy = proxy.context("proxy address")?;
@@ -317,6 +324,49 @@ impl RouseUp {
             .with_context(|| format!("not an HTTP answer: {answer:?}"))?;
         let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
         Ok((code, serde_json::from_str(body).unwrap_or(Value::Null)))
+    }
+
+    /// Means of the histograms that break a wake down, from `/metrics` (empty if unreadable).
+    fn means(&self) -> Vec<(&'static str, f64)> {
+        let Some(text) = self.admin.and_then(metrics_text) else {
+            return Vec::new();
+        };
+        // (label, histogram, a label filter on its lines)
+        let wanted = [
+            (
+                "proxy: wake sent → route running",
+                "rouse_proxy_wake_duration_seconds",
+                "",
+            ),
+            (
+                "proxy: connection held → dialled",
+                "rouse_proxy_hold_duration_seconds",
+                "",
+            ),
+            (
+                "store: patch (incl. commit)",
+                "rouse_store_operation_duration_seconds",
+                "op=\"patch\"",
+            ),
+            (
+                "store: patch_status (incl. commit)",
+                "rouse_store_operation_duration_seconds",
+                "op=\"patch_status\"",
+            ),
+        ];
+        let value = |name: &str, filter: &str| {
+            text.lines()
+                .filter(|l| l.starts_with(name) && l.contains(filter))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>()
+        };
+        wanted
+            .into_iter()
+            .filter_map(|(label, base, filter)| {
+                let count = value(&format!("{base}_count"), filter);
+                (count > 0.0).then(|| (label, value(&format!("{base}_sum"), filter) / count))
+            })
+            .collect()
     }
 
     /// Polls until the sandbox's condition `kind` has `status`.
@@ -365,6 +415,18 @@ impl Drop for RouseUp {
     }
 }
 
+/// The text of `/metrics` on the admin listener.
+fn metrics_text(admin: SocketAddr) -> Option<String> {
+    let mut stream = TcpStream::connect(admin).ok()?;
+    stream.set_read_timeout(Some(DEADLINE)).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nhost: localhost\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
 fn banner_addr(line: &str, prefix: &str) -> Option<SocketAddr> {
     line.strip_prefix(prefix)?
         .split([' ', '/'])
@@ -392,4 +454,7 @@ pub fn print(report: &WakeReport) {
         overhead(0.5),
         overhead(0.99)
     );
+    for (name, mean) in &report.means {
+        println!("mean {name:<34} {:>8.2} ms", mean * 1e3);
+    }
 }
