@@ -11,11 +11,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use serde_json::{Value, json};
+use serde_json::Value;
+
+mod http;
+mod manifest;
+
+pub use http::http;
+pub use manifest::{SERVE, sandbox};
 
 /// Bounds every wait of a test; only a failure ever takes this long.
 pub const DEADLINE: Duration = Duration::from_secs(60);
@@ -356,89 +360,4 @@ pub async fn eventually(what: &str, check: impl Fn() -> bool) {
         assert!(Instant::now() < until, "not {what} within {DEADLINE:?}");
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// A sandbox running `sh -c script` with a `work` volume and container port 8000; `spec` is
-/// merged over its spec.
-pub fn sandbox(name: &str, script: &str, spec: Value) -> Value {
-    let mut sandbox = json!({
-        "apiVersion": "agents.x-k8s.io/v1beta1",
-        "kind": "Sandbox",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "podTemplate": {"spec": {
-                "terminationGracePeriodSeconds": 2,
-                "containers": [{
-                    "name": "web",
-                    "image": "python:3",
-                    "command": ["sh", "-c", script],
-                    "ports": [{"name": "http", "containerPort": 8000}],
-                    "volumeMounts": [{"name": "work", "mountPath": "/work"}],
-                }],
-            }},
-            "volumeClaimTemplates": [{
-                "metadata": {"name": "work"},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
-            }],
-        },
-    });
-    merge(&mut sandbox["spec"], spec);
-    sandbox
-}
-
-/// A python3 web server on `$PORT` serving the working directory.
-pub const SERVE: &str = "exec python3 -m http.server --bind 127.0.0.1 \"$PORT\"";
-
-fn merge(target: &mut Value, patch: Value) {
-    match (target, patch) {
-        (Value::Object(target), Value::Object(patch)) => {
-            for (key, value) in patch {
-                merge(target.entry(key).or_insert(Value::Null), value);
-            }
-        }
-        (target, patch) => *target = patch,
-    }
-}
-
-/// One HTTP/1.1 request on a fresh connection; the status and the body as text.
-pub async fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    host: &str,
-    headers: &[(&str, String)],
-    body: String,
-) -> Result<(u16, String), String> {
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    let io = hyper_util::rt::TokioIo::new(stream);
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| format!("handshake: {e}"))?;
-    tokio::spawn(conn);
-    let mut request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", host);
-    for (name, value) in headers {
-        request = request.header(*name, value);
-    }
-    let request = request
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| format!("request: {e}"))?;
-    let response = tokio::time::timeout(DEADLINE, sender.send_request(request))
-        .await
-        .map_err(|_| format!("{method} {path}: no response within {DEADLINE:?}"))?
-        .map_err(|e| format!("{method} {path}: {e}"))?;
-    let code = response.status().as_u16();
-    let bytes = tokio::time::timeout(DEADLINE, response.into_body().collect())
-        .await
-        .map_err(|_| format!("{method} {path}: body not complete within {DEADLINE:?}"))?
-        .map_err(|e| format!("{method} {path}: body: {e}"))?
-        .to_bytes();
-    Ok((code, String::from_utf8_lossy(&bytes).into_owned()))
 }
