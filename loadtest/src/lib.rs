@@ -9,3 +9,4 @@ pub mod controller;
 pub mod measure;
 pub mod proxy;
 pub mod scenarios;
+pub mod wake;

@@ -1,10 +1,12 @@
 //! `rouse-loadtest`: runs benchmark scenarios and prints p50/p99/max with ratios against a
 //! baseline measured in the same run.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use rouse_loadtest::measure::{self, Budget};
+use rouse_loadtest::wake::{self, WakeOptions};
 use rouse_loadtest::{proxy, scenarios};
 
 /// Rouse benchmarks; build with --release.
@@ -47,6 +49,12 @@ struct Cli {
     /// proxy: milliseconds of each splice throughput run.
     #[arg(long, default_value_t = 3000)]
     stream_ms: u64,
+    /// Wake cycles of the `wake` scenario (and backend starts for its baseline).
+    #[arg(long, default_value_t = 200, env = "ROUSE_LOADTEST_CYCLES")]
+    cycles: usize,
+    /// The `rouse` binary the `wake` scenario runs; default: `rouse` beside this binary.
+    #[arg(long, value_name = "PATH")]
+    rouse: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,6 +69,12 @@ enum Scenario {
     /// The proxy against direct and nginx: HTTP rps and latency, wake latency, memory per held
     /// connection, splice throughput (writes a Markdown report to stdout).
     Proxy,
+    /// Wake-on-connect latency of `rouse up` against the backend's own start time (needs
+    /// `cargo build --release -p rouse`; not part of the default set).
+    Wake,
+    /// The `wake` scenario's workload: an HTTP server on `$PORT` (internal).
+    #[value(hide = true)]
+    Backend,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -68,6 +82,9 @@ fn main() -> anyhow::Result<()> {
         return proxy::serve_held_child();
     }
     let cli = Cli::parse();
+    if cli.scenarios.first() == Some(&Scenario::Backend) {
+        return wake::backend();
+    }
     if cfg!(debug_assertions) {
         eprintln!("warning: a debug build; numbers are meaningful only with --release");
     }
@@ -83,6 +100,11 @@ fn main() -> anyhow::Result<()> {
             controller(&cli)?;
             continue;
         }
+        if scenario == Scenario::Wake {
+            println!("== Wake");
+            wake_scenario(&cli)?;
+            continue;
+        }
         let (subject, baseline) = match scenario {
             Scenario::Proxy => {
                 proxy::run(proxy::Options {
@@ -95,6 +117,7 @@ fn main() -> anyhow::Result<()> {
                 })?;
                 continue;
             }
+            Scenario::Backend => anyhow::bail!("`backend` is the wake scenario's workload only"),
             Scenario::Hostnames => scenarios::hostnames(Budget {
                 batches: cli.batches,
                 batch_size: 4096,
@@ -105,11 +128,26 @@ fn main() -> anyhow::Result<()> {
                 batch_size: 32,
                 max_time,
             })?,
-            Scenario::Controller => continue,
+            Scenario::Controller | Scenario::Wake => continue,
         };
         println!("== {scenario:?}");
         measure::print_pair(&subject, &baseline);
     }
+    Ok(())
+}
+
+/// Runs the wake benchmark against the `rouse` binary beside this one (or `--rouse`).
+fn wake_scenario(cli: &Cli) -> anyhow::Result<()> {
+    let rouse = match &cli.rouse {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("rouse"),
+    };
+    let options = WakeOptions {
+        rouse,
+        cycles: cli.cycles,
+        max_time: Duration::from_secs(cli.seconds.max(60)),
+    };
+    wake::print(&wake::run(&options)?);
     Ok(())
 }
 

@@ -1,0 +1,270 @@
+//! The `wake` scenario: wake-on-connect latency of standalone mode, end to end.
+//!
+//! It starts the real `rouse up` binary (process runtime) on a temporary data directory with a
+//! sandbox whose workload is this binary's own `backend` mode: a minimal HTTP server on
+//! `$PORT`. The baseline is that backend's own start time, measured directly: spawn → the
+//! first byte of an HTTP response, the same end point as a wake. Then each cycle suspends the
+//! sandbox through the REST API, waits until it is suspended, and times connect → request →
+//! the first response byte through the proxy. Rouse's overhead is the wake latency minus the
+//! backend's start time, compared per percentile.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use up::RouseUp;
+
+mod up;
+
+/// Bounds every wait for a state; only a failure takes this long.
+const DEADLINE: Duration = Duration::from_secs(30);
+/// Pause between two polls of the REST API.
+const POLL: Duration = Duration::from_millis(2);
+/// Time given to the proxy to see a state change the store already has, so a cycle starts
+/// from a route the proxy knows to be suspended (the route follows the store by a watch).
+const SETTLE: Duration = Duration::from_millis(100);
+/// The sandbox's name and its host under the default domain.
+const NAME: &str = "bench";
+const HOST: &str = "bench.default.sandbox.localhost";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct WakeOptions {
+    /// The `rouse` binary (a release build).
+    pub rouse: PathBuf,
+    /// Wake cycles (and backend starts for the baseline).
+    pub cycles: usize,
+    /// Stop starting cycles after this long per side.
+    pub max_time: Duration,
+}
+
+/// Latencies of one side, in order measured.
+#[derive(Debug, Clone)]
+pub struct Latencies {
+    /// What was measured.
+    pub name: &'static str,
+    /// One sample per run.
+    pub samples: Vec<Duration>,
+}
+
+impl Latencies {
+    /// The `q` quantile (0..=1) of the samples, nearest rank.
+    pub fn quantile(&self, q: f64) -> Duration {
+        let mut sorted = self.samples.clone();
+        sorted.sort();
+        let i = ((sorted.len().saturating_sub(1)) as f64 * q).round() as usize;
+        sorted.get(i).copied().unwrap_or_default()
+    }
+}
+
+/// The results: backend start, wake through the proxy, and a request to the running sandbox.
+#[derive(Debug, Clone)]
+pub struct WakeReport {
+    /// spawn → first response byte of the backend alone.
+    pub backend: Latencies,
+    /// connect → first response byte through the proxy, the sandbox suspended.
+    pub wake: Latencies,
+    /// connect → first response byte through the proxy, the sandbox running.
+    pub warm: Latencies,
+    /// Means from `rouse up`'s own `/metrics` over the whole run, in seconds, by name.
+    pub means: Vec<(&'static str, f64)>,
+}
+
+/// Serves `GET` with `200 ok` on `127.0.0.1:$PORT` until killed: the benchmark's workload.
+pub fn backend() -> anyhow::Result<()> {
+    let port: u16 = std::env::var("PORT")
+        .context("PORT is not set")?
+        .parse()
+        .context("PORT is not a port")?;
+    let listener = TcpListener::bind(("127.0.0.1", port)).context("bind $PORT")?;
+    for stream in listener.incoming() {
+        let Ok(mut stream) = stream else { continue };
+        // A thread per connection, so a readiness probe that sends nothing blocks nobody.
+        // One request per connection is enough for the benchmark.
+        std::thread::spawn(move || {
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+        });
+    }
+    Ok(())
+}
+
+/// Runs the whole scenario.
+pub fn run(options: &WakeOptions) -> anyhow::Result<WakeReport> {
+    let me = std::env::current_exe().context("this binary's path")?;
+    let backend = measure_backend(&me, options)?;
+    let data = tempfile::tempdir().context("temporary data directory")?;
+    let mut rouse = RouseUp::start(&options.rouse, data.path())?;
+    let result = cycles(&rouse, &me, options);
+    let means = rouse.means();
+    rouse.stop();
+    let (wake, warm) = result?;
+    Ok(WakeReport {
+        backend,
+        wake,
+        warm,
+        means,
+    })
+}
+
+/// spawn → first response byte of the backend started directly, `cycles` times.
+fn measure_backend(me: &Path, options: &WakeOptions) -> anyhow::Result<Latencies> {
+    let mut samples = Vec::with_capacity(options.cycles);
+    let started = Instant::now();
+    while samples.len() < options.cycles && started.elapsed() < options.max_time {
+        let port = free_port()?;
+        let t = Instant::now();
+        let mut child = Command::new(me)
+            .arg("backend")
+            .env_clear()
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("spawn the backend")?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let result = first_byte_retrying(addr, "localhost", t + DEADLINE);
+        let _ = child.kill();
+        let _ = child.wait();
+        result?;
+        samples.push(t.elapsed());
+    }
+    Ok(Latencies {
+        name: "backend start (spawn → first byte)",
+        samples,
+    })
+}
+
+/// The wake cycles and, after each, one request to the running sandbox.
+fn cycles(
+    rouse: &RouseUp,
+    me: &Path,
+    options: &WakeOptions,
+) -> anyhow::Result<(Latencies, Latencies)> {
+    let sandbox = json!({
+        "apiVersion": "agents.x-k8s.io/v1beta1",
+        "kind": "Sandbox",
+        "metadata": {"name": NAME},
+        "spec": {"podTemplate": {"spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "backend",
+                "image": "informational",
+                "command": [me.to_string_lossy(), "backend"],
+                "ports": [{"containerPort": 8000}],
+            }],
+        }}},
+    });
+    let (code, body) = rouse.api("POST", "/v1/namespaces/default/sandboxes", Some(&sandbox))?;
+    if code != 201 {
+        bail!("create answered {code}: {body}");
+    }
+    rouse.wait_condition("Ready", "True")?;
+    let mut wake = Vec::with_capacity(options.cycles);
+    let mut warm = Vec::with_capacity(options.cycles);
+    let started = Instant::now();
+    let suspend = format!("/v1/namespaces/default/sandboxes/{NAME}/suspend");
+    while wake.len() < options.cycles && started.elapsed() < options.max_time {
+        let (code, body) = rouse.api("POST", &suspend, None)?;
+        if code != 200 {
+            bail!("suspend answered {code}: {body}");
+        }
+        rouse.wait_condition("Suspended", "True")?;
+        std::thread::sleep(SETTLE);
+        let t = Instant::now();
+        first_byte(rouse.proxy, HOST)?;
+        wake.push(t.elapsed());
+        rouse.wait_condition("Ready", "True")?;
+        std::thread::sleep(SETTLE);
+        let t = Instant::now();
+        first_byte(rouse.proxy, HOST)?;
+        warm.push(t.elapsed());
+    }
+    Ok((
+        Latencies {
+            name: "wake (connect → first byte)",
+            samples: wake,
+        },
+        Latencies {
+            name: "running (connect → first byte)",
+            samples: warm,
+        },
+    ))
+}
+
+/// Connects, sends a GET and returns once the first response byte arrived.
+fn first_byte(addr: SocketAddr, host: &str) -> anyhow::Result<()> {
+    let mut stream = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+    stream.set_read_timeout(Some(DEADLINE))?;
+    stream.set_nodelay(true)?;
+    write!(
+        stream,
+        "GET / HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
+    )?;
+    let mut byte = [0u8; 1];
+    if stream.read(&mut byte)? == 0 {
+        bail!("{addr} closed without answering");
+    }
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    let text = String::from_utf8_lossy(&byte).into_owned() + &String::from_utf8_lossy(&rest);
+    if !text.starts_with("HTTP/1.1 200") {
+        bail!(
+            "{addr} answered {:?}",
+            text.lines().next().unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// [`first_byte`], retried while nothing listens yet, until `until`.
+fn first_byte_retrying(addr: SocketAddr, host: &str, until: Instant) -> anyhow::Result<()> {
+    loop {
+        match first_byte(addr, host) {
+            Ok(()) => return Ok(()),
+            Err(err) if Instant::now() > until => return Err(err),
+            // Busy-polling keeps the measurement's resolution at the connect's cost.
+            Err(_) => std::thread::yield_now(),
+        }
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("find a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Prints the three sides and the overhead per percentile.
+pub fn print(report: &WakeReport) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    for side in [&report.backend, &report.wake, &report.warm] {
+        println!(
+            "{:<38} n {:>4}  p50 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.2} ms",
+            side.name,
+            side.samples.len(),
+            ms(side.quantile(0.5)),
+            ms(side.quantile(0.99)),
+            ms(side.quantile(1.0)),
+        );
+    }
+    let overhead = |q| ms(report.wake.quantile(q)) - ms(report.backend.quantile(q));
+    println!(
+        "overhead (wake − backend start): p50 {:.2} ms  p99 {:.2} ms  (goal p99 ≤ 5 ms)",
+        overhead(0.5),
+        overhead(0.99)
+    );
+    for (name, mean) in &report.means {
+        println!("mean {name:<34} {:>8.2} ms", mean * 1e3);
+    }
+}
+
+#[cfg(test)]
+mod tests;
