@@ -8,6 +8,7 @@
 //! accept ([`server`], [`l7`]) → classify → route ([`route`]) → hold/wake ([`wake`]) → connect
 //! ([`Router::connect`]) → splice/proxy ([`l7`], [`l4`]) → account ([`activity`], [`metrics`]).
 
+mod accept;
 pub mod activity;
 mod admin;
 pub mod config;

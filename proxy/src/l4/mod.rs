@@ -14,14 +14,11 @@ pub mod sni;
 pub mod splice;
 pub mod tcp;
 
-use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::io::Interest;
-use tokio::net::{TcpListener, TcpStream};
-use tracing::Instrument;
+use tokio::net::TcpStream;
 
 pub use listeners::{ListenerAddrs, Listeners, ListenersError};
 
@@ -31,53 +28,6 @@ use crate::route::{ConnKind, RouteTarget, Router, Upstream};
 /// Most bytes of a ClientHello the passthrough listener waits for before giving up; enough for
 /// post-quantum key shares and large session tickets, small enough to bound memory.
 pub const MAX_CLIENT_HELLO_BYTES: usize = 16 * 1024;
-
-/// Accepts connections until the drain signal and runs `handle` for each in a task of the
-/// router's tracker, after the connection and per-IP rate limits admitted it.
-pub(crate) async fn accept_loop<F, Fut>(
-    router: Router,
-    listener: TcpListener,
-    kind: ConnKind,
-    handle: F,
-) where
-    F: Fn(Router, TcpStream, SocketAddr) -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let drain = router.drain_signal();
-    let tasks = router.tasks();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = drain.cancelled() => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(pair) => pair,
-            Err(err) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                tracing::warn!(error = %err, listener.kind = kind.as_str(), "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let Ok(admission) = router.admit() else {
-            continue;
-        };
-        if let Err(err) = router.check_rate(peer.ip()) {
-            tracing::debug!(client.addr = %peer, error = %err, "connection refused");
-            continue;
-        }
-        let _ = stream.set_nodelay(true);
-        let span = tracing::debug_span!("l4", kind = kind.as_str(), client.addr = %peer);
-        let work = handle(router.clone(), stream, peer);
-        tasks.spawn(
-            async move {
-                work.await;
-                drop(admission);
-            }
-            .instrument(span),
-        );
-    }
-}
 
 /// Resolves once the client has hung up (or its socket failed), without reading.
 ///

@@ -12,7 +12,8 @@ use tokio::time::Instant;
 
 use super::sni::{ClientHelloError, peek_client_hello};
 use super::splice::{SpliceOptions, splice_tcp};
-use super::{MAX_CLIENT_HELLO_BYTES, accept_loop, connect_unless_closed};
+use super::{MAX_CLIENT_HELLO_BYTES, connect_unless_closed};
+use crate::accept::{RateLimit, accept_loop};
 use crate::route::{ConnKind, Router};
 
 /// Connections closed before routing, by `reason` (`not_tls`, `sslv2`, `malformed`,
@@ -21,7 +22,14 @@ pub const TLS_REJECTED_TOTAL: &str = "rouse_proxy_tls_rejected_total";
 
 /// Serves the passthrough listener until the router's drain signal.
 pub async fn serve(router: Router, listener: TcpListener) {
-    accept_loop(router, listener, ConnKind::TlsPassthrough, handle).await;
+    accept_loop(
+        router,
+        listener,
+        ConnKind::TlsPassthrough,
+        RateLimit::AtAccept,
+        handle,
+    )
+    .await;
 }
 
 fn reject(reason: &'static str) {

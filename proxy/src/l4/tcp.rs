@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 
 use tokio::net::{TcpListener, TcpStream};
 
+use super::connect_unless_closed;
 use super::splice::{SpliceOptions, splice_tcp};
-use super::{accept_loop, connect_unless_closed};
+use crate::accept::{RateLimit, accept_loop};
 use crate::route::{ConnKind, RouteTarget, Router};
 
 /// Serves one static TCP listener, every connection going to `target`, until the router's
@@ -16,6 +17,7 @@ pub async fn serve(router: Router, listener: TcpListener, target: RouteTarget) {
         router,
         listener,
         ConnKind::Tcp,
+        RateLimit::AtAccept,
         move |router, stream, peer| handle(router, stream, peer, target.clone()),
     )
     .await;

@@ -17,7 +17,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tracing::Instrument;
 
 use crate::limits::{IdleControl, IdleTimeout};
 use crate::metrics as m;
@@ -136,37 +135,14 @@ fn downstream_reason(err: &(dyn std::error::Error + 'static)) -> &'static str {
 /// Accepts plain HTTP connections until the drain signal, each served by
 /// [`serve_http_connection`] in a task of the router's tracker.
 pub(crate) async fn accept_loop(router: Router, listener: TcpListener) {
-    let drain = router.drain_signal();
-    let tasks = router.tasks();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = drain.cancelled() => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(pair) => pair,
-            Err(err) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                tracing::warn!(error = %err, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let Ok(admission) = router.admit() else {
-            drop(stream);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let router = router.clone();
-        let span = tracing::debug_span!("http_conn", client.addr = %peer);
-        tasks.spawn(
-            async move {
-                serve_http_connection(router, stream, peer, Scheme::Http).await;
-                drop(admission);
-            }
-            .instrument(span),
-        );
-    }
+    crate::accept::accept_loop(
+        router,
+        listener,
+        crate::route::ConnKind::Http,
+        crate::accept::RateLimit::PerRequest,
+        |router, stream, peer| serve_http_connection(router, stream, peer, Scheme::Http),
+    )
+    .await;
 }
 
 /// A short `text/plain` response the proxy makes itself (for the L4 CONNECT handler too).

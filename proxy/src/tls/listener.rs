@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-use crate::l4::accept_loop;
+use crate::accept::{RateLimit, accept_loop};
 use crate::l7::{Scheme, serve_http_connection};
 use crate::route::{ConnKind, Router};
 
@@ -20,6 +20,7 @@ pub async fn serve(router: Router, listener: TcpListener, acceptor: Arc<TlsAccep
         router,
         listener,
         ConnKind::Http,
+        RateLimit::PerRequest,
         move |router, stream, peer| handle(router, stream, peer, Arc::clone(&acceptor)),
     )
     .await;
