@@ -62,23 +62,11 @@ async fn replace_object<K: StoreObject, S: Store<K>>(
             .store
             .patch(key, &Patch::Merge(patch).with_resource_version(&version))
             .await;
-        match result {
-            Ok(stored) => return Ok(Json::<K>(stored).into_response()),
-            Err(StoreError::Conflict { .. })
-                if wanted_version.is_none() && attempt < PATCH_ATTEMPTS =>
-            {
-                tracing::debug!(object.key = %key, replace.attempt = attempt, "object changed during replace; retrying");
-            }
-            Err(e) => return Err(fail(e)),
+        if let Some(reply) = settle(kind, key, wanted_version.is_some(), attempt, result) {
+            return reply;
         }
     }
-    Err(Failure::conflict(
-        Subject {
-            kind,
-            name: &key.name,
-        },
-        "the object kept changing; try again",
-    ))
+    Err(kept_changing(kind, key))
 }
 
 /// `current` with the client-owned metadata and the spec of `desired`.
@@ -212,21 +200,40 @@ async fn patch_object<K: StoreObject, S: Store<K>>(
             Part::Spec => state.store.patch(key, &conditional).await,
             Part::Status => state.store.patch_status(key, &conditional).await,
         };
-        match result {
-            Ok(stored) => return Ok(Json(stored).into_response()),
-            Err(StoreError::Conflict { .. })
-                if client_version.is_none() && attempt < PATCH_ATTEMPTS =>
-            {
-                tracing::debug!(object.key = %key, patch.attempt = attempt, "object changed during patch; retrying");
-            }
-            Err(e) => return Err(fail(e)),
+        if let Some(reply) = settle(kind, key, client_version.is_some(), attempt, result) {
+            return reply;
         }
     }
-    Err(Failure::conflict(
+    Err(kept_changing(kind, key))
+}
+
+/// The reply to one conditional write, or `None` to read and try again: a conflict means the
+/// object moved between the read and the write — unless the client pinned the version
+/// (`pinned`), when the conflict is the client's answer.
+fn settle<K: serde::Serialize>(
+    kind: Kind,
+    key: &ObjectKey,
+    pinned: bool,
+    attempt: usize,
+    result: Result<K, StoreError>,
+) -> Option<Reply<Response>> {
+    match result {
+        Ok(stored) => Some(Ok(Json(stored).into_response())),
+        Err(StoreError::Conflict { .. }) if !pinned && attempt < PATCH_ATTEMPTS => {
+            tracing::debug!(object.key = %key, write.attempt = attempt, "object changed during the write; retrying");
+            None
+        }
+        Err(e) => Some(Err(Failure::from_store(kind, &e))),
+    }
+}
+
+/// The 409 after every attempt met a moving object.
+fn kept_changing(kind: Kind, key: &ObjectKey) -> Failure {
+    Failure::conflict(
         Subject {
             kind,
             name: &key.name,
         },
         "the object kept changing; try again",
-    ))
+    )
 }
