@@ -9,10 +9,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::Container;
 use kube::Api;
 use kube::api::PostParams;
-use rouse_shared::api::{PodTemplate, Sandbox, SandboxSpec};
+use rouse_shared::api::{Sandbox, SandboxSpec};
 use rouse_testsupport::kube::{FakeApiServer, FakeKubelet, KubeletOptions};
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -108,20 +108,11 @@ async fn controller_command_reconciles_and_stops_on_sigterm() {
     let sandboxes: Api<Sandbox> = Api::namespaced(client.clone(), "default");
     let mut sandbox = Sandbox::new(
         "cli",
-        SandboxSpec {
-            pod_template: PodTemplate {
-                spec: PodSpec {
-                    containers: vec![Container {
-                        name: "main".into(),
-                        image: Some("busybox".into()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                },
-                ..PodTemplate::default()
-            },
-            ..SandboxSpec::default()
-        },
+        SandboxSpec::running(Container {
+            name: "main".into(),
+            image: Some("busybox".into()),
+            ..Container::default()
+        }),
     );
     sandbox.metadata.namespace = Some("default".into());
     sandboxes

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use metrics_exporter_prometheus::PrometheusHandle;
 use rouse_controller::run::{self, ControllerConfig, Probes};
-use rouse_shared::api::{PodTemplate, Sandbox, SandboxSpec};
+use rouse_shared::api::{Sandbox, SandboxSpec};
 use rouse_shared::store::KubeStore;
 use rouse_testsupport::kube::{FakeApiServer, FakeKubelet, KubeletOptions};
 use serde_json::json;
@@ -65,24 +65,15 @@ impl ControllerReport {
 fn sandbox(i: usize) -> Sandbox {
     let mut s = Sandbox::new(
         &format!("bench-{i}"),
-        SandboxSpec {
-            pod_template: PodTemplate {
-                spec: PodSpec {
-                    containers: vec![Container {
-                        name: "main".into(),
-                        image: Some("busybox".into()),
-                        ports: Some(vec![ContainerPort {
-                            container_port: 8080,
-                            ..ContainerPort::default()
-                        }]),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                },
-                ..PodTemplate::default()
-            },
-            ..SandboxSpec::default()
-        },
+        SandboxSpec::running(Container {
+            name: "main".into(),
+            image: Some("busybox".into()),
+            ports: Some(vec![ContainerPort {
+                container_port: 8080,
+                ..ContainerPort::default()
+            }]),
+            ..Container::default()
+        }),
     );
     s.metadata.namespace = Some("bench".into());
     s

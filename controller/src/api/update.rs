@@ -94,26 +94,34 @@ fn replaced(current: &Map<String, Value>, desired: &Map<String, Value>) -> Map<S
 
 /// `PATCH .../{name}`: a JSON merge patch of metadata and spec.
 pub(super) async fn patch<S: ApiStore>(
-    State(state): State<ApiState<S>>,
-    Named { kind, key }: Named,
+    state: State<ApiState<S>>,
+    target: Named,
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
-    let patch = read_json(&headers, body, &state.config, MERGE_PATCH).await?;
-    check_patch_identity(kind, &patch, &key.namespace, &key.name)?;
-    dispatch!(kind, patch_object(&state, kind, &key, patch, Part::Spec))
+    patch_route(state, target, headers, body, Part::Spec).await
 }
 
 /// `PATCH .../{name}/status`: a JSON merge patch of the status.
 pub(super) async fn patch_status<S: ApiStore>(
+    state: State<ApiState<S>>,
+    target: Named,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply<Response> {
+    patch_route(state, target, headers, body, Part::Status).await
+}
+
+async fn patch_route<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Named { kind, key }: Named,
     headers: HeaderMap,
     body: Body,
+    part: Part,
 ) -> Reply<Response> {
     let patch = read_json(&headers, body, &state.config, MERGE_PATCH).await?;
     check_patch_identity(kind, &patch, &key.namespace, &key.name)?;
-    dispatch!(kind, patch_object(&state, kind, &key, patch, Part::Status))
+    dispatch!(kind, patch_object(&state, kind, &key, patch, part))
 }
 
 /// `POST .../sandboxes/{name}/suspend`: sets `spec.operatingMode: Suspended`.

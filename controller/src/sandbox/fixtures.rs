@@ -3,13 +3,11 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PersistentVolumeClaimSpec, PodSpec, Volume,
-};
+use k8s_openapi::api::core::v1::{Container, ContainerPort, PersistentVolumeClaimSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use rouse_shared::api::{
-    EmbeddedObjectMetadata, EndpointPort, OperatingMode, PersistentVolumeClaimTemplate,
-    PodMetadata, PodTemplate, Sandbox, SandboxSpec, SandboxStatus, ShutdownPolicy, Suspension,
+    EmbeddedObjectMetadata, EndpointPort, OperatingMode, PersistentVolumeClaimTemplate, Sandbox,
+    SandboxSpec, SandboxStatus, ShutdownPolicy, Suspension,
 };
 
 use super::observed::{
@@ -59,19 +57,7 @@ impl SandboxBuilder for Sandbox {
             }]),
             ..Container::default()
         };
-        let mut sandbox = Sandbox::new(
-            name,
-            SandboxSpec {
-                pod_template: PodTemplate {
-                    metadata: PodMetadata::default(),
-                    spec: PodSpec {
-                        containers: vec![container],
-                        ..PodSpec::default()
-                    },
-                },
-                ..SandboxSpec::default()
-            },
-        );
+        let mut sandbox = Sandbox::new(name, SandboxSpec::running(container));
         sandbox.metadata = ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some("team-a".to_owned()),

@@ -5,14 +5,14 @@ use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PersistentVolumeClaimSpec, Pod, PodSpec, VolumeResourceRequirements,
+    Container, ContainerPort, PersistentVolumeClaimSpec, Pod, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use rouse_controller::run::{self, ControllerConfig, LeaseConfig, Probes};
 use rouse_shared::api::{
-    EmbeddedObjectMetadata, PersistentVolumeClaimTemplate, PodTemplate, Sandbox, SandboxSpec,
+    EmbeddedObjectMetadata, PersistentVolumeClaimTemplate, Sandbox, SandboxSpec,
 };
 use rouse_shared::store::KubeStore;
 use serde_json::json;
@@ -238,13 +238,6 @@ pub fn sandbox(env: &Env, name: &str) -> Sandbox {
     let mut sandbox = Sandbox::new(
         name,
         SandboxSpec {
-            pod_template: PodTemplate {
-                spec: PodSpec {
-                    containers: vec![container],
-                    ..PodSpec::default()
-                },
-                ..PodTemplate::default()
-            },
             volume_claim_templates: vec![PersistentVolumeClaimTemplate {
                 metadata: EmbeddedObjectMetadata {
                     name: "data".to_owned(),
@@ -261,7 +254,7 @@ pub fn sandbox(env: &Env, name: &str) -> Sandbox {
                     ..PersistentVolumeClaimSpec::default()
                 },
             }],
-            ..SandboxSpec::default()
+            ..SandboxSpec::running(container)
         },
     );
     sandbox.metadata.namespace = Some(env.namespace.clone());

@@ -1,6 +1,7 @@
 //! The `Sandbox` kind (`agents.x-k8s.io/v1beta1`): one stateful, isolated workload with a
 //! stable name, persistent volumes and a lifecycle.
 
+use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -94,6 +95,20 @@ pub struct SandboxSpec {
 }
 
 impl SandboxSpec {
+    /// A spec whose pod runs `container` alone, every other field at its default.
+    pub fn running(container: Container) -> Self {
+        Self {
+            pod_template: PodTemplate {
+                spec: PodSpec {
+                    containers: vec![container],
+                    ..PodSpec::default()
+                },
+                ..PodTemplate::default()
+            },
+            ..Self::default()
+        }
+    }
+
     /// The effective operating mode: `Running` unless set.
     pub fn effective_operating_mode(&self) -> OperatingMode {
         self.operating_mode.unwrap_or_default()

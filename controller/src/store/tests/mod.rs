@@ -7,10 +7,10 @@ mod watch;
 
 use std::path::PathBuf;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
-use rouse_shared::api::{PodTemplate, Sandbox, SandboxSpec};
+use rouse_shared::api::{Sandbox, SandboxSpec};
 use rouse_shared::store::{ObjectKey, Patch};
 use serde_json::Value;
 
@@ -35,20 +35,11 @@ fn store_path(dir: &tempfile::TempDir) -> PathBuf {
 fn sandbox(name: &str) -> Sandbox {
     let mut sandbox = Sandbox::new(
         name,
-        SandboxSpec {
-            pod_template: PodTemplate {
-                spec: PodSpec {
-                    containers: vec![Container {
-                        name: "main".into(),
-                        image: Some("busybox".into()),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
+        SandboxSpec::running(Container {
+            name: "main".into(),
+            image: Some("busybox".into()),
             ..Default::default()
-        },
+        }),
     );
     sandbox.metadata.namespace = Some("team-a".into());
     sandbox
