@@ -200,7 +200,7 @@ fn patch_object(
         // The last finalizer is gone: the deletion that was asked for completes.
         let uid = meta_str(&next, "uid").unwrap_or_default().to_owned();
         let gone = txn.erase(kind, next)?;
-        cascade(txn, &uid)?;
+        release_dependents(txn, &uid, Dependents::Delete)?;
         return Ok(Outcome::Stored(gone));
     }
     txn.put(kind, next, Some(current)).map(Outcome::Stored)
@@ -254,8 +254,8 @@ fn remove(
         mark_deleting(&mut marked, txn.now);
         let marked = txn.put(kind, marked, Some(object))?;
         match propagation {
-            Propagation::Orphan => orphan(txn, &uid)?,
-            Propagation::Foreground => cascade(txn, &uid)?,
+            Propagation::Orphan => release_dependents(txn, &uid, Dependents::Orphan)?,
+            Propagation::Foreground => release_dependents(txn, &uid, Dependents::Delete)?,
             // Dependents go when the finalizers clear and the owner is really deleted.
             Propagation::Background => {}
         }
@@ -263,44 +263,39 @@ fn remove(
     }
     let gone = match propagation {
         Propagation::Orphan => {
-            orphan(txn, &uid)?;
+            release_dependents(txn, &uid, Dependents::Orphan)?;
             txn.erase(kind, object)?
         }
         // Foreground: dependents first, then the owner, all in this transaction.
         Propagation::Foreground => {
-            cascade(txn, &uid)?;
+            release_dependents(txn, &uid, Dependents::Delete)?;
             txn.erase(kind, object)?
         }
         Propagation::Background => {
             let gone = txn.erase(kind, object)?;
-            cascade(txn, &uid)?;
+            release_dependents(txn, &uid, Dependents::Delete)?;
             gone
         }
     };
     Ok(Outcome::Deleted(gone))
 }
 
-/// Deletes the dependents of a deleted owner; one with other owners only loses the reference.
-fn cascade(txn: &mut Txn<'_>, owner_uid: &str) -> Result<(), StoreError> {
-    if owner_uid.is_empty() {
-        return Ok(());
-    }
-    for (kind, namespace, name) in txn.dependents(owner_uid)? {
-        let Some(dependent) = txn.load(&kind, &namespace, &name)? else {
-            continue;
-        };
-        let mut unowned = dependent.clone();
-        if remove_owner(&mut unowned, owner_uid) > 0 {
-            txn.put(&kind, unowned, Some(dependent))?;
-        } else {
-            remove(txn, &kind, dependent, Propagation::Background)?;
-        }
-    }
-    Ok(())
+/// What happens to the dependents of a deleted owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dependents {
+    /// Deleted, unless another owner keeps them (then they only lose the reference).
+    Delete,
+    /// Kept, without the reference to the deleted owner.
+    Orphan,
 }
 
-/// Removes the owner reference to `owner_uid` from its dependents, keeping them.
-fn orphan(txn: &mut Txn<'_>, owner_uid: &str) -> Result<(), StoreError> {
+/// Removes the owner reference to `owner_uid` from its dependents and, with
+/// [`Dependents::Delete`], deletes those left with no owner.
+fn release_dependents(
+    txn: &mut Txn<'_>,
+    owner_uid: &str,
+    what: Dependents,
+) -> Result<(), StoreError> {
     if owner_uid.is_empty() {
         return Ok(());
     }
@@ -309,8 +304,12 @@ fn orphan(txn: &mut Txn<'_>, owner_uid: &str) -> Result<(), StoreError> {
             continue;
         };
         let mut unowned = dependent.clone();
-        remove_owner(&mut unowned, owner_uid);
-        txn.put(&kind, unowned, Some(dependent))?;
+        let owners_left = remove_owner(&mut unowned, owner_uid);
+        if what == Dependents::Delete && owners_left == 0 {
+            remove(txn, &kind, dependent, Propagation::Background)?;
+        } else {
+            txn.put(&kind, unowned, Some(dependent))?;
+        }
     }
     Ok(())
 }
