@@ -212,6 +212,7 @@ async fn a_storm_on_a_suspended_sandbox_wakes_it_once() {
         match cluster.route("cold") {
             Some(RouteState::Suspended {
                 wake_on_connect: false,
+                ..
             }) => Ok(()),
             other => Err(format!("{other:?}")),
         }

@@ -5,7 +5,7 @@
 //! a suspended sandbox is woken, then proxies the traffic through. The request path, phase by
 //! phase, is in `docs/proxy.md`:
 //!
-//! accept ([`server`], [`l7`]) → classify → route ([`route`]) → hold/wake ([`wake`]) → connect
+//! accept ([`server`], [`l7`]) → classify → route ([`route`]) → hold/wake ([`hold`], [`wake`]) → connect
 //! ([`Router::connect`]) → splice/proxy ([`l7`], [`l4`]) → account ([`activity`], [`metrics`]).
 
 mod accept;
@@ -14,6 +14,7 @@ mod admin;
 pub mod config;
 pub mod directory;
 pub mod error;
+pub mod hold;
 pub mod l4;
 pub mod l7;
 pub mod limits;

@@ -1,5 +1,6 @@
 //! [`WakeGate`]: the per-sandbox part of hold-and-wake — how many connections are held, the
-//! single-flight wake of each cycle, and the bounded release when the sandbox comes up.
+//! wake cycle (the pure machine of `crate::hold` behind a mutex: one wake per observed
+//! suspension), and the bounded release when the sandbox comes up.
 //!
 //! There is one gate per sandbox (inside its routing-table slot) and no global notifier: held
 //! connections wait on the slot's `watch` channel of route states, so a state change wakes
@@ -14,24 +15,19 @@ use tokio::sync::Semaphore;
 
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
+use crate::hold::{Cycle, CycleAction, CycleEvent, Suspension, step_cycle};
 use crate::metrics as m;
 use crate::route::Slot;
 
-/// Hold-and-wake state of one sandbox.
+/// Hold-and-wake state of one sandbox: its held count and its wake [`Cycle`].
 #[derive(Debug)]
 pub struct WakeGate {
     held: AtomicUsize,
-    cycle: Mutex<Option<Instant>>,
+    cycle: Mutex<Cycle>,
+    /// When the wake of the last ended cycle was sent, until the sandbox is seen running
+    /// (for `rouse_proxy_wake_duration_seconds`: wake sent → running).
+    resumed: Mutex<Option<Instant>>,
     release: Arc<Semaphore>,
-}
-
-/// What [`WakeGate::begin_wake`] decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WakeDecision {
-    /// This caller sends the wake for the cycle.
-    Send,
-    /// A wake of this cycle is already on its way.
-    InFlight,
 }
 
 impl WakeGate {
@@ -39,7 +35,8 @@ impl WakeGate {
     pub fn new(release_concurrency: usize) -> Self {
         Self {
             held: AtomicUsize::new(0),
-            cycle: Mutex::new(None),
+            cycle: Mutex::new(Cycle::Idle),
+            resumed: Mutex::new(None),
             release: Arc::new(Semaphore::new(release_concurrency.max(1))),
         }
     }
@@ -49,30 +46,65 @@ impl WakeGate {
         self.held.load(Ordering::Relaxed)
     }
 
-    /// Starts a wake cycle unless one is under way. A cycle older than `deadline` counts as
-    /// lost (its wake had no effect), so a new one starts.
-    pub fn begin_wake(&self, now: Instant, deadline: Duration) -> WakeDecision {
-        // The lock guards two words and is never held across an await.
+    /// Feeds one event to the cycle machine.
+    fn step(&self, event: CycleEvent) -> Option<CycleAction> {
+        // The lock guards a few words and is never held across an await.
         let mut cycle = self.cycle.lock().unwrap_or_else(|e| e.into_inner());
-        match *cycle {
-            Some(started) if now.saturating_duration_since(started) < deadline => {
-                WakeDecision::InFlight
-            }
-            _ => {
-                *cycle = Some(now);
-                WakeDecision::Send
-            }
+        let (next, action) = step_cycle(*cycle, event);
+        *cycle = next;
+        action
+    }
+
+    /// A held connection wants `suspension` ended: true when this caller sends the wake (the
+    /// first for this suspension, or again after `deadline` without effect).
+    pub fn want(&self, suspension: Suspension, now: Instant, deadline: Duration) -> bool {
+        matches!(
+            self.step(CycleEvent::Want {
+                suspension,
+                now,
+                deadline,
+            }),
+            Some(CycleAction::SendWake(_))
+        )
+    }
+
+    /// The wake of `suspension` failed and nobody waits for it: the next connection sends again.
+    pub fn give_up(&self, suspension: Suspension) {
+        self.step(CycleEvent::GaveUp { suspension });
+    }
+
+    /// The routing table saw a new state (`suspension`: `Some` = desired mode Suspended;
+    /// `running`: Ready with an endpoint). Returns how long the wake took to get the sandbox
+    /// running when this is the first running state seen since a wake.
+    pub fn observed(
+        &self,
+        suspension: Option<Suspension>,
+        running: bool,
+        now: Instant,
+    ) -> Option<Duration> {
+        let ended = self.step(CycleEvent::Observed { suspension, now });
+        let mut resumed = self.resumed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(CycleAction::Ended(took)) = ended {
+            *resumed = now.checked_sub(took);
         }
+        if suspension.is_some() {
+            // Suspended again before it ran: that wake's latency is not measured.
+            *resumed = None;
+        }
+        if running {
+            return resumed
+                .take()
+                .map(|sent| now.saturating_duration_since(sent));
+        }
+        None
     }
 
-    /// Forgets a cycle whose wake call failed, so the next connection tries again.
-    pub fn abort_wake(&self) {
-        *self.cycle.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    }
-
-    /// Ends the cycle because the sandbox left `Suspended`; returns when the wake started.
-    pub fn end_cycle(&self) -> Option<Instant> {
-        self.cycle.lock().unwrap_or_else(|e| e.into_inner()).take()
+    /// Whether the cycle still waits on the wake of `suspension` (a retry is still wanted).
+    pub fn is_waking(&self, suspension: Suspension) -> bool {
+        matches!(
+            *self.cycle.lock().unwrap_or_else(|e| e.into_inner()),
+            Cycle::Waking { suspension: s, .. } if s == suspension
+        )
     }
 
     /// The semaphore bounding how many held connections dial at once.
@@ -157,23 +189,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_wake_per_cycle_and_a_new_cycle_after_the_deadline() {
+    fn one_wake_per_suspension_and_again_after_the_deadline() {
         let gate = WakeGate::new(4);
         let t0 = Instant::now();
         let deadline = Duration::from_secs(60);
-        assert_eq!(gate.begin_wake(t0, deadline), WakeDecision::Send);
+        assert!(gate.want(1, t0, deadline));
         for i in 1..100 {
-            let now = t0 + Duration::from_millis(i);
-            assert_eq!(gate.begin_wake(now, deadline), WakeDecision::InFlight);
+            assert!(!gate.want(1, t0 + Duration::from_millis(i), deadline));
         }
-        assert_eq!(
-            gate.begin_wake(t0 + deadline, deadline),
-            WakeDecision::Send,
-            "a cycle past its deadline is lost"
+        assert!(
+            gate.want(1, t0 + deadline, deadline),
+            "a wake past its deadline is lost"
         );
-        assert!(gate.end_cycle().is_some());
-        assert_eq!(gate.begin_wake(t0, deadline), WakeDecision::Send);
-        gate.abort_wake();
-        assert_eq!(gate.begin_wake(t0, deadline), WakeDecision::Send);
+        assert_eq!(
+            gate.observed(None, true, t0 + deadline + Duration::from_secs(1)),
+            Some(Duration::from_secs(1)),
+            "wake latency: sent → running"
+        );
+        assert!(
+            gate.want(1, t0, deadline),
+            "a new cycle after the observed resume"
+        );
+        gate.give_up(1);
+        assert!(gate.want(1, t0, deadline), "a failed wake is sent again");
+    }
+
+    #[test]
+    fn a_suspend_before_ready_starts_a_new_cycle() {
+        let gate = WakeGate::new(4);
+        let t0 = Instant::now();
+        let deadline = Duration::from_secs(60);
+        assert!(gate.want(1, t0, deadline));
+        // Suspended again while the woken sandbox was still starting, the resume unseen.
+        assert!(gate.observed(Some(2), false, t0).is_none());
+        assert!(
+            gate.want(2, t0, deadline),
+            "the new suspension gets its own wake"
+        );
+        assert!(!gate.want(1, t0, deadline), "a stale view sends nothing");
     }
 }

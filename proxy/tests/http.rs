@@ -144,12 +144,7 @@ async fn failed_and_unwakeable_sandboxes_name_the_reason() {
             reason: "PodFailed: exit code 3".to_owned(),
         },
     );
-    directory.set(
-        "asleep",
-        RouteState::Suspended {
-            wake_on_connect: false,
-        },
-    );
+    directory.set("asleep", RouteState::suspended(false));
     let proxy = start(config(""), &directory).await;
     let addr = proxy.addrs().http.expect("http listener");
 

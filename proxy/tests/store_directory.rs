@@ -72,12 +72,7 @@ async fn routes_wakes_activity_and_relist() {
     }
     assert_eq!(first.len(), 2, "{first:?}");
     assert_eq!(first[0].0, "default/alice");
-    assert_eq!(
-        first[0].1,
-        RouteState::Suspended {
-            wake_on_connect: true
-        }
-    );
+    assert_eq!(first[0].1, RouteState::suspended(true));
     assert!(
         matches!(first[1].1, RouteState::Running { .. }),
         "{first:?}"

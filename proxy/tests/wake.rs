@@ -42,12 +42,7 @@ async fn a_wake_storm_sends_one_wake_and_every_connection_completes() {
     const CHUNK: usize = 100;
     let (socket, backend_addr) = reserved_port();
     let directory = TestDirectory::new();
-    directory.set(
-        "storm",
-        RouteState::Suspended {
-            wake_on_connect: true,
-        },
-    );
+    directory.set("storm", RouteState::suspended(true));
     let proxy = start(
         config(
             "[wake]\nmax_held_per_sandbox = 1024\nmax_held_total = 2048\nrelease_concurrency = 64\n\
@@ -110,12 +105,7 @@ async fn a_wake_storm_sends_one_wake_and_every_connection_completes() {
 #[tokio::test]
 async fn a_sandbox_that_does_not_wake_in_time_gets_503_with_retry_after() {
     let directory = TestDirectory::new();
-    directory.set(
-        "sleepy",
-        RouteState::Suspended {
-            wake_on_connect: true,
-        },
-    );
+    directory.set("sleepy", RouteState::suspended(true));
     let proxy = start(config("[wake]\ndeadline = \"300ms\"\n"), &directory).await;
     let addr = proxy.addrs().http.expect("http listener");
 
@@ -140,12 +130,7 @@ async fn a_sandbox_that_does_not_wake_in_time_gets_503_with_retry_after() {
 async fn connections_beyond_the_held_limit_get_503() {
     let backend = Backend::start().await;
     let directory = TestDirectory::new();
-    directory.set(
-        "busy",
-        RouteState::Suspended {
-            wake_on_connect: true,
-        },
-    );
+    directory.set("busy", RouteState::suspended(true));
     let proxy = start(config("[wake]\nmax_held_per_sandbox = 2\n"), &directory).await;
     let addr = proxy.addrs().http.expect("http listener");
     let router = proxy.router().clone();
@@ -222,12 +207,7 @@ async fn refused_dials_are_retried_until_the_port_listens() {
 async fn a_failed_wake_is_retried_while_connections_wait() {
     let backend = Backend::start().await;
     let directory = TestDirectory::new();
-    directory.set(
-        "flaky",
-        RouteState::Suspended {
-            wake_on_connect: true,
-        },
-    );
+    directory.set("flaky", RouteState::suspended(true));
     directory.fail_wakes(2);
     let proxy = start(config(""), &directory).await;
     let addr = proxy.addrs().http.expect("http listener");

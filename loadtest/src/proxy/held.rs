@@ -23,9 +23,7 @@ pub fn serve_held_child() -> anyhow::Result<()> {
     let directory = StaticDirectory::new(&[]);
     directory.set(
         SandboxKey::new("default", "held"),
-        RouteState::Suspended {
-            wake_on_connect: true,
-        },
+        RouteState::suspended(true),
     );
     let proxy =
         rouse::RunningProxy::start(rouse::bench_config(Some("default/held"), true)?, directory)?;

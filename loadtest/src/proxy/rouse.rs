@@ -38,12 +38,7 @@ impl BenchDirectory {
 
     /// Marks `key` suspended (wake on connect).
     pub fn suspended(&self, key: SandboxKey) {
-        self.routes.set(
-            key,
-            RouteState::Suspended {
-                wake_on_connect: true,
-            },
-        );
+        self.routes.set(key, RouteState::suspended(true));
     }
 }
 

@@ -8,7 +8,8 @@ use super::{Endpoint, PortMapping, RouteState};
 /// The route state a Sandbox object calls for.
 ///
 /// - being deleted → `Missing`;
-/// - `spec.operatingMode: Suspended` → `Suspended` (wake-on-connect from `spec.suspension`);
+/// - `spec.operatingMode: Suspended` → `Suspended` (wake-on-connect from `spec.suspension`,
+///   with `metadata.generation` so each suspension is told apart);
 /// - `Ready=True` with an endpoint → `Running`;
 /// - `Ready=False` because the pod finished, failed or the sandbox expired → `Failed`;
 /// - anything else → `Starting`, with the endpoint if one is known.
@@ -25,7 +26,15 @@ pub fn route_state(sandbox: &Sandbox) -> RouteState {
             .suspension
             .as_ref()
             .is_none_or(|s| s.wake_on_connect);
-        return RouteState::Suspended { wake_on_connect };
+        let generation = sandbox
+            .metadata
+            .generation
+            .and_then(|g| u64::try_from(g).ok())
+            .unwrap_or(0);
+        return RouteState::Suspended {
+            wake_on_connect,
+            generation,
+        };
     }
     let status = sandbox.status.as_ref();
     let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == condition::READY));

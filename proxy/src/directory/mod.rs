@@ -68,10 +68,14 @@ pub enum RouteState {
         /// Where to dial, once known.
         endpoint: Option<Endpoint>,
     },
-    /// Suspended: wake it and hold connections, unless wake-on-connect is off.
+    /// Suspended (its desired mode): wake it and hold connections, unless wake-on-connect is off.
     Suspended {
         /// Whether a connection may wake it.
         wake_on_connect: bool,
+        /// The sandbox's `metadata.generation` as seen suspended. A later suspension differs
+        /// (a wake and a new suspend each bump it), so it is told apart from this one even when
+        /// the states in between were never seen (watch lag, relist, coalesced updates).
+        generation: u64,
     },
     /// No such sandbox.
     Missing,
@@ -80,6 +84,27 @@ pub enum RouteState {
         /// Why, for the client.
         reason: String,
     },
+}
+
+impl RouteState {
+    /// A suspended state of generation 0 (static routes and tests; see `Suspended`).
+    pub fn suspended(wake_on_connect: bool) -> Self {
+        RouteState::Suspended {
+            wake_on_connect,
+            generation: 0,
+        }
+    }
+
+    /// Whether the desired mode is Suspended and a connection may wake it.
+    pub fn is_wakeable(&self) -> bool {
+        matches!(
+            self,
+            RouteState::Suspended {
+                wake_on_connect: true,
+                ..
+            }
+        )
+    }
 }
 
 /// One change of the routing table.

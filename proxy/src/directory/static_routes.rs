@@ -19,25 +19,42 @@ type Routes = Arc<BTreeMap<SandboxKey, RouteState>>;
 ///
 /// Waking does nothing by itself: a `suspended` route holds connections until the routes are
 /// replaced (a config reload) or the wake deadline passes.
+///
+/// The directory numbers suspensions itself (the `generation` of `Suspended`): a route that
+/// becomes suspended gets a new number, so the proxy tells a new suspension from an old one
+/// even when it never saw the states in between (updates coalesce when it lags).
 #[derive(Debug, Clone)]
 pub struct StaticDirectory {
     routes: Arc<watch::Sender<Routes>>,
     wakes: Arc<AtomicU64>,
+    generations: Arc<AtomicU64>,
 }
 
 impl StaticDirectory {
     /// A directory serving these routes.
     pub fn new(routes: &[StaticRouteConfig]) -> Self {
-        let (tx, _) = watch::channel(Arc::new(to_states(routes)));
-        Self {
+        let (tx, _) = watch::channel(Arc::new(BTreeMap::new()));
+        let directory = Self {
             routes: Arc::new(tx),
             wakes: Arc::new(AtomicU64::new(0)),
-        }
+            generations: Arc::new(AtomicU64::new(0)),
+        };
+        directory.replace(routes);
+        directory
     }
 
     /// Replaces the routes; subscribers get the differences.
     pub fn replace(&self, routes: &[StaticRouteConfig]) {
-        self.routes.send_replace(Arc::new(to_states(routes)));
+        self.routes.send_modify(|current| {
+            let next = to_states(routes)
+                .into_iter()
+                .map(|(key, state)| {
+                    let state = self.numbered(current.get(&key), state);
+                    (key, state)
+                })
+                .collect();
+            *current = Arc::new(next);
+        });
     }
 
     /// Sets one sandbox's state (`Missing` removes it).
@@ -47,9 +64,32 @@ impl StaticDirectory {
             if state == RouteState::Missing {
                 map.remove(&key);
             } else {
+                let state = self.numbered(map.get(&key), state);
                 map.insert(key, state);
             }
         });
+    }
+
+    /// `new` with its suspension numbered: the old number when the route was already so
+    /// suspended, else the next one.
+    fn numbered(&self, old: Option<&RouteState>, new: RouteState) -> RouteState {
+        let RouteState::Suspended {
+            wake_on_connect, ..
+        } = new
+        else {
+            return new;
+        };
+        let generation = match old {
+            Some(RouteState::Suspended {
+                wake_on_connect: was,
+                generation,
+            }) if *was == wake_on_connect => *generation,
+            _ => self.generations.fetch_add(1, Ordering::Relaxed) + 1,
+        };
+        RouteState::Suspended {
+            wake_on_connect,
+            generation,
+        }
     }
 
     /// How many wakes were asked for.
@@ -77,12 +117,8 @@ fn to_states(routes: &[StaticRouteConfig]) -> BTreeMap<SandboxKey, RouteState> {
                             .collect(),
                     },
                 },
-                StaticRouteState::Suspended => RouteState::Suspended {
-                    wake_on_connect: true,
-                },
-                StaticRouteState::Disabled => RouteState::Suspended {
-                    wake_on_connect: false,
-                },
+                StaticRouteState::Suspended => RouteState::suspended(true),
+                StaticRouteState::Disabled => RouteState::suspended(false),
                 StaticRouteState::Failed => RouteState::Failed {
                     reason: route
                         .reason

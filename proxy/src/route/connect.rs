@@ -1,5 +1,6 @@
-//! The hold/wake and connect phases: wait for a sandbox to be dialable (waking it once per
-//! cycle), then dial, retrying dial-class errors with fast backoff until the wake deadline.
+//! The hold/wake and connect phases: the driver of a connection's [`Hold`] machine. It waits
+//! for a sandbox to be dialable (asking for the wake of every suspension it sees), then dials,
+//! retrying dial-class errors with fast backoff until the wake deadline.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -9,148 +10,217 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::time::timeout_at;
 
-use super::{RouteTarget, Router, Slot};
-use crate::directory::{Endpoint, RouteState};
-use crate::error::ProxyError;
-use crate::metrics as m;
-use crate::wake::{HeldGuard, WakeDecision, hold};
+use tokio::sync::watch;
 
-/// Holds until `target` can be dialled, dials it and returns the stream and its slot.
-pub(super) async fn connect_stream(
+use super::{RouteTarget, Router, Slot, SlotState};
+use crate::directory::RouteState;
+use crate::error::ProxyError;
+use crate::hold::{self, Hold, HoldAction, HoldEvent, Observed, Refusal, Suspension};
+use crate::metrics as m;
+use crate::wake::{HeldGuard, hold};
+
+/// What a connection sees in its slot's state now: the machine's view of it and, when
+/// dialable, where to dial.
+fn look(state: &SlotState, port: Option<u16>) -> (Observed, Option<(String, u16)>) {
+    match &state.route {
+        RouteState::Missing => (Observed::Missing, None),
+        RouteState::Failed { .. } => (Observed::Failed, None),
+        RouteState::Suspended {
+            wake_on_connect: false,
+            ..
+        } => (Observed::SuspendedNoWake, None),
+        RouteState::Suspended { .. } => (Observed::Suspended(state.suspension), None),
+        RouteState::Starting { endpoint: None } => (Observed::Starting, None),
+        RouteState::Running { endpoint }
+        | RouteState::Starting {
+            endpoint: Some(endpoint),
+        } => match endpoint.dial_port(port) {
+            Some(port) => (
+                Observed::Dialable { has_port: true },
+                Some((endpoint.address.clone(), port)),
+            ),
+            None => (Observed::Dialable { has_port: false }, None),
+        },
+    }
+}
+
+/// Reads the slot's state as a machine event, remembering where to dial.
+fn route_event(
+    rx: &mut watch::Receiver<SlotState>,
+    port: Option<u16>,
+    dial_to: &mut Option<(String, u16)>,
+) -> HoldEvent {
+    let (observed, to) = look(&rx.borrow_and_update(), port);
+    *dial_to = to;
+    HoldEvent::Route(observed)
+}
+
+/// Holds until `target` can be dialled, dials it and returns the stream: drives one
+/// connection's [`Hold`] machine, performing its actions.
+pub(super) async fn connect_slot(
     router: &Router,
     target: &RouteTarget,
-) -> Result<(TcpStream, SocketAddr, Arc<Slot>), ProxyError> {
+    slot: &Arc<Slot>,
+) -> Result<(TcpStream, SocketAddr), ProxyError> {
     let config = router.config();
     let wake = &config.wake;
     let key = &target.key;
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + wake.deadline;
-    let slot = router
-        .slot(key)
-        .ok_or_else(|| ProxyError::UnknownSandbox { key: key.clone() })?;
     let mut rx = slot.state.subscribe();
     let mut held: Option<HeldGuard> = None;
-    let mut waited_for_wake = false;
     let mut backoff = wake.dial_backoff_initial;
     let mut last_error: Option<(String, io::Error)> = None;
-    let hold_once = |held: &mut Option<HeldGuard>| -> Result<(), ProxyError> {
-        if held.is_none() {
-            *held = Some(hold(
-                key,
-                &slot,
-                router.held_totals(),
-                wake.max_held_per_sandbox,
-                wake.max_held_total,
-            )?);
-        }
-        Ok(())
-    };
-    let deadline_error = |waited: bool, last: Option<(String, io::Error)>| match last {
-        Some((address, source)) if !waited => ProxyError::UpstreamConnect {
+    let mut dial_to: Option<(String, u16)> = None;
+    let mut dialled: Option<(TcpStream, SocketAddr)> = None;
+    let mut state = Hold::Arrived;
+    let mut event = route_event(&mut rx, target.port, &mut dial_to);
+    let upstream_error = |last: Option<(String, io::Error)>| match last {
+        Some((address, source)) => ProxyError::UpstreamConnect {
             key: key.clone(),
             address,
             source: Arc::new(source),
         },
-        _ => ProxyError::WakeDeadline {
+        None => ProxyError::WakeDeadline {
             key: key.clone(),
             deadline: wake.deadline,
         },
     };
     loop {
-        let state = rx.borrow_and_update().clone();
-        let endpoint: Option<Endpoint> = match state {
-            RouteState::Missing => return Err(ProxyError::UnknownSandbox { key: key.clone() }),
-            RouteState::Failed { reason } => {
-                return Err(ProxyError::Failed {
-                    key: key.clone(),
-                    reason,
-                });
-            }
-            RouteState::Suspended {
-                wake_on_connect: false,
-            } => {
-                return Err(ProxyError::Suspended {
-                    key: key.clone(),
-                    reason: "it is suspended and spec.suspension.wakeOnConnect is false".to_owned(),
-                });
-            }
-            RouteState::Suspended {
-                wake_on_connect: true,
-            } => {
-                hold_once(&mut held)?;
-                waited_for_wake = true;
-                maybe_wake(router, &slot, wake.deadline);
-                None
-            }
-            RouteState::Starting { endpoint: None } => {
-                hold_once(&mut held)?;
-                waited_for_wake = true;
-                None
-            }
-            RouteState::Running { endpoint }
-            | RouteState::Starting {
-                endpoint: Some(endpoint),
-            } => Some(endpoint),
-        };
-        let Some(endpoint) = endpoint else {
-            match timeout_at(deadline, rx.changed()).await {
-                Err(_) => return Err(deadline_error(waited_for_wake, last_error)),
-                Ok(Err(_)) => return Err(ProxyError::UnknownSandbox { key: key.clone() }),
-                Ok(Ok(())) => continue,
-            }
-        };
-        let port = endpoint
-            .dial_port(target.port)
-            .ok_or_else(|| ProxyError::UnknownPort {
-                key: key.clone(),
-                port: target.port,
-            })?;
-        // Held connections dial a just-woken sandbox a bounded number at a time.
-        let permit = if held.is_some() {
-            let release = Arc::clone(slot.gate.release());
-            match timeout_at(deadline, release.acquire_owned()).await {
-                Ok(Ok(permit)) => Some(permit),
-                Ok(Err(_)) => None,
-                Err(_) => return Err(deadline_error(waited_for_wake, last_error)),
-            }
-        } else {
-            None
-        };
-        match timeout_at(deadline, dial(&endpoint.address, port, wake.dial_timeout)).await {
-            Err(_) => return Err(deadline_error(waited_for_wake, last_error)),
-            Ok(Ok((stream, addr))) => {
-                if held.is_some() {
-                    metrics::histogram!(m::HOLD_DURATION_SECONDS)
-                        .record(started.elapsed().as_secs_f64());
+        let (next, actions) = hold::step(state, event);
+        state = next;
+        let mut next_event = None;
+        for action in actions.iter() {
+            match action {
+                HoldAction::Hold => {
+                    held = Some(hold(
+                        key,
+                        slot,
+                        router.held_totals(),
+                        wake.max_held_per_sandbox,
+                        wake.max_held_total,
+                    )?);
                 }
-                drop(permit);
-                return Ok((stream, addr, slot));
-            }
-            Ok(Err(err)) if is_dial_retryable(&err) => {
-                drop(permit);
-                tracing::trace!(sandbox.key = %key, error = %err, "dial failed; retrying");
-                metrics::counter!(m::DIAL_RETRIES_TOTAL).increment(1);
-                last_error = Some((format!("{}:{port}", endpoint.address), err));
-                hold_once(&mut held)?;
-                let pause = tokio::time::sleep(backoff);
-                tokio::select! {
-                    () = pause => {}
-                    _ = rx.changed() => {}
+                HoldAction::Wake(suspension) => {
+                    maybe_wake(router, slot, suspension, wake.deadline);
                 }
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(deadline_error(waited_for_wake, last_error));
+                HoldAction::Wait => {
+                    next_event = Some(match timeout_at(deadline, rx.changed()).await {
+                        Err(_) => HoldEvent::Deadline,
+                        Ok(Err(_)) => HoldEvent::Route(Observed::Missing),
+                        Ok(Ok(())) => route_event(&mut rx, target.port, &mut dial_to),
+                    });
                 }
-                backoff = (backoff * 2).min(wake.dial_backoff_max);
-            }
-            Ok(Err(source)) => {
-                return Err(ProxyError::UpstreamConnect {
-                    key: key.clone(),
-                    address: format!("{}:{port}", endpoint.address),
-                    source: Arc::new(source),
-                });
+                HoldAction::Dial => {
+                    let Some((address, port)) = dial_to.clone() else {
+                        // `Dial` follows a dialable observation, which sets `dial_to`.
+                        next_event = Some(HoldEvent::Deadline);
+                        continue;
+                    };
+                    next_event = Some(
+                        dial_held(slot, held.is_some(), deadline, &address, port, wake.dial_timeout)
+                            .await
+                            .map_or(HoldEvent::Deadline, |result| match result {
+                                Ok(stream) => {
+                                    dialled = Some(stream);
+                                    HoldEvent::Dialed
+                                }
+                                Err(err) => {
+                                    let retryable = is_dial_retryable(&err);
+                                    if retryable {
+                                        tracing::trace!(sandbox.key = %key, error = %err, "dial failed; retrying");
+                                        metrics::counter!(m::DIAL_RETRIES_TOTAL).increment(1);
+                                    }
+                                    last_error = Some((format!("{address}:{port}"), err));
+                                    HoldEvent::DialFailed { retryable }
+                                }
+                            }),
+                    );
+                }
+                HoldAction::Pause => {
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        _ = rx.changed() => {}
+                    }
+                    backoff = (backoff * 2).min(wake.dial_backoff_max);
+                    next_event = Some(if tokio::time::Instant::now() >= deadline {
+                        HoldEvent::Deadline
+                    } else {
+                        route_event(&mut rx, target.port, &mut dial_to)
+                    });
+                }
+                HoldAction::Serve => {
+                    if let Some((stream, addr)) = dialled.take() {
+                        if held.is_some() {
+                            metrics::histogram!(m::HOLD_DURATION_SECONDS)
+                                .record(started.elapsed().as_secs_f64());
+                        }
+                        return Ok((stream, addr));
+                    }
+                }
+                HoldAction::Refuse(refusal) => {
+                    return Err(match refusal {
+                        Refusal::NotFound => ProxyError::UnknownSandbox { key: key.clone() },
+                        Refusal::UnknownPort => ProxyError::UnknownPort {
+                            key: key.clone(),
+                            port: target.port,
+                        },
+                        Refusal::Failed => ProxyError::Failed {
+                            key: key.clone(),
+                            reason: failure_reason(&rx.borrow().route),
+                        },
+                        Refusal::Suspended => ProxyError::Suspended {
+                            key: key.clone(),
+                            reason: "it is suspended and spec.suspension.wakeOnConnect is false"
+                                .to_owned(),
+                        },
+                        Refusal::Deadline { waited: true } | Refusal::Cancelled => {
+                            upstream_error(None)
+                        }
+                        Refusal::Deadline { waited: false } | Refusal::Upstream => {
+                            upstream_error(last_error.take())
+                        }
+                    });
+                }
             }
         }
+        // Every step that does not end the connection waits on something (Wait, Dial or
+        // Pause), which yields the next event; the model tests check it.
+        event = next_event.unwrap_or(HoldEvent::Deadline);
     }
+}
+
+/// Why a failed sandbox cannot serve, for the client.
+fn failure_reason(route: &RouteState) -> String {
+    match route {
+        RouteState::Failed { reason } => reason.clone(),
+        _ => "it failed".to_owned(),
+    }
+}
+
+/// Dials, through the release semaphore when `held` (held connections dial a just-woken
+/// sandbox a bounded number at a time). `None` when the deadline passed first.
+async fn dial_held(
+    slot: &Slot,
+    held: bool,
+    deadline: tokio::time::Instant,
+    address: &str,
+    port: u16,
+    limit: Duration,
+) -> Option<io::Result<(TcpStream, SocketAddr)>> {
+    let permit = if held {
+        let release = Arc::clone(slot.gate.release());
+        match timeout_at(deadline, release.acquire_owned()).await {
+            Ok(Ok(permit)) => Some(permit),
+            Ok(Err(_)) => None,
+            Err(_) => return None,
+        }
+    } else {
+        None
+    };
+    let result = timeout_at(deadline, dial(address, port, limit)).await.ok();
+    drop(permit);
+    result
 }
 
 /// First wait before a failed wake call is sent again.
@@ -158,10 +228,11 @@ const WAKE_RETRY_INITIAL: Duration = Duration::from_millis(100);
 /// Longest wait between wake calls.
 const WAKE_RETRY_MAX: Duration = Duration::from_secs(2);
 
-/// Sends the wake of this cycle unless another connection did. A failed call is retried with
-/// backoff while connections are still held and the deadline has not passed.
-fn maybe_wake(router: &Router, slot: &Arc<Slot>, deadline: Duration) {
-    if slot.gate.begin_wake(Instant::now(), deadline) != WakeDecision::Send {
+/// Sends the wake of `suspension` unless another connection did. A failed call is retried
+/// with backoff while connections are still held, the cycle still waits on this suspension
+/// and the deadline has not passed.
+fn maybe_wake(router: &Router, slot: &Arc<Slot>, suspension: Suspension, deadline: Duration) {
+    if !slot.gate.want(suspension, Instant::now(), deadline) {
         return;
     }
     let router = router.clone();
@@ -189,10 +260,12 @@ fn maybe_wake(router: &Router, slot: &Arc<Slot>, deadline: Duration) {
                 }
                 Err(_) => tracing::warn!(sandbox.key = %key, "wake call timed out"),
             }
-            let still_wanted = slot.gate.held() > 0 && started.elapsed() + pause < deadline;
+            let still_wanted = slot.gate.held() > 0
+                && slot.gate.is_waking(suspension)
+                && started.elapsed() + pause < deadline;
             if !still_wanted {
                 // Let the next connection start a new cycle.
-                slot.gate.abort_wake();
+                slot.gate.give_up(suspension);
                 return;
             }
             tokio::select! {

@@ -85,8 +85,8 @@ pub struct Upstream {
 pub struct Slot {
     /// The sandbox.
     pub(crate) key: SandboxKey,
-    /// Its route state; held connections wait on changes of it.
-    pub(crate) state: watch::Sender<RouteState>,
+    /// Its route state and suspension number; held connections wait on changes of it.
+    pub(crate) state: watch::Sender<SlotState>,
     /// Hold-and-wake state.
     pub(crate) gate: WakeGate,
     /// Activity counters.
@@ -94,6 +94,15 @@ pub struct Slot {
     /// Bumped whenever the address to dial changes (or goes away), so pooled upstream
     /// connections to an old address are never reused: the L7 pool key includes it.
     pub(crate) epoch: std::sync::atomic::AtomicU64,
+}
+
+/// What a slot's watch channel carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SlotState {
+    /// The route state last applied (`Missing` once removed from the table).
+    pub(crate) route: RouteState,
+    /// Numbers the suspensions seen so far (see `crate::hold::Suspension`).
+    pub(crate) suspension: crate::hold::Suspension,
 }
 
 impl Slot {
@@ -232,8 +241,17 @@ impl Router {
         target: &RouteTarget,
         kind: ConnKind,
     ) -> Result<Upstream, ProxyError> {
-        let (stream, addr, slot) = self.connect_stream(target).await?;
-        let guard = ConnectionGuard::new(self.clone(), slot, kind);
+        let slot = self.slot(&target.key).ok_or_else(|| {
+            let err = ProxyError::UnknownSandbox {
+                key: target.key.clone(),
+            };
+            count_error(&err);
+            err
+        })?;
+        // Counted as open (activity) from now on, held or not: a held TCP connection keeps
+        // its sandbox's activity alive the same way a held HTTP request does.
+        let guard = ConnectionGuard::new(self.clone(), Arc::clone(&slot), kind);
+        let (stream, addr) = self.connect_slot(target, &slot).await?;
         Ok(Upstream {
             stream,
             addr,
@@ -246,7 +264,7 @@ impl Router {
         self.inner
             .table
             .get(key)
-            .map(|slot| slot.state.borrow().clone())
+            .map(|slot| slot.state.borrow().route.clone())
     }
 
     /// Admits a new client connection unless the proxy is at `limits.max_connections`; the
@@ -370,12 +388,25 @@ impl Router {
         &self,
         target: &RouteTarget,
     ) -> Result<(tokio::net::TcpStream, SocketAddr, Arc<Slot>), ProxyError> {
-        connect::connect_stream(self, target)
+        let slot = self
+            .slot(&target.key)
+            .ok_or_else(|| ProxyError::UnknownSandbox {
+                key: target.key.clone(),
+            });
+        let slot = slot.inspect_err(count_error)?;
+        let (stream, addr) = self.connect_slot(target, &slot).await?;
+        Ok((stream, addr, slot))
+    }
+
+    /// Hold/wake and connect to a sandbox whose slot is known.
+    async fn connect_slot(
+        &self,
+        target: &RouteTarget,
+        slot: &Arc<Slot>,
+    ) -> Result<(tokio::net::TcpStream, SocketAddr), ProxyError> {
+        connect::connect_slot(self, target, slot)
             .await
-            .inspect_err(|err| {
-                metrics::counter!(m::UPSTREAM_ERRORS_TOTAL, "kind" => err.metric_label())
-                    .increment(1);
-            })
+            .inspect_err(count_error)
     }
 
     #[cfg(test)]
@@ -410,3 +441,8 @@ impl Router {
 }
 
 pub(crate) use self::Inner as RouterInner;
+
+/// Counts a connection that could not be proxied, by cause.
+fn count_error(err: &ProxyError) {
+    metrics::counter!(m::UPSTREAM_ERRORS_TOTAL, "kind" => err.metric_label()).increment(1);
+}

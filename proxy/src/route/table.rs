@@ -6,11 +6,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use dashmap::DashMap;
 use tokio::sync::watch;
 
-use super::Slot;
+use super::{Slot, SlotState};
 use crate::activity::SandboxActivity;
 use crate::directory::{Endpoint, RouteState, SandboxKey};
 use crate::metrics as m;
@@ -34,11 +35,17 @@ impl RouteTable {
     }
 
     /// Applies one update; a new slot's wake gate releases `release_concurrency` at once.
+    ///
+    /// Every state whose desired mode is not Suspended ends the slot's wake cycle, and every
+    /// newly seen suspension (a change into a wakeable `Suspended`, a new generation included)
+    /// gets the next suspension number, so held and new connections ask for its wake at once.
     pub fn apply(&self, key: SandboxKey, state: RouteState, release_concurrency: usize) {
+        let now = Instant::now();
         if state == RouteState::Missing {
             if let Some((_, slot)) = self.map.remove(&key) {
-                slot.gate.end_cycle();
-                slot.state.send_replace(RouteState::Missing);
+                slot.gate.observed(None, false, now);
+                slot.state
+                    .send_modify(|current| current.route = RouteState::Missing);
             }
             return;
         }
@@ -48,7 +55,10 @@ impl RouteTable {
                 .or_insert_with(|| {
                     Arc::new(Slot {
                         key: key.clone(),
-                        state: watch::Sender::new(state.clone()),
+                        state: watch::Sender::new(SlotState {
+                            route: RouteState::Missing,
+                            suspension: 0,
+                        }),
                         gate: WakeGate::new(release_concurrency),
                         activity: SandboxActivity::default(),
                         epoch: AtomicU64::new(0),
@@ -56,27 +66,22 @@ impl RouteTable {
                 })
                 .value(),
         );
-        let ends_cycle = matches!(
-            state,
-            RouteState::Running { .. }
-                | RouteState::Failed { .. }
-                | RouteState::Suspended {
-                    wake_on_connect: false
-                }
-        );
-        let running = matches!(state, RouteState::Running { .. });
-        let old = slot.state.send_replace(state.clone());
+        let mut old = RouteState::Missing;
+        let mut suspension = None;
+        slot.state.send_modify(|current| {
+            if state.is_wakeable() && current.route != state {
+                current.suspension += 1;
+            }
+            suspension = state.is_wakeable().then_some(current.suspension);
+            old = std::mem::replace(&mut current.route, state.clone());
+        });
         if dialable(&old) != dialable(&state) {
             slot.epoch.fetch_add(1, Ordering::AcqRel);
         }
-        if ends_cycle && let Some(started) = slot.gate.end_cycle() {
-            let elapsed = started.elapsed();
-            if running {
-                metrics::histogram!(m::WAKE_DURATION_SECONDS).record(elapsed.as_secs_f64());
-                tracing::info!(sandbox.key = %key, wake.elapsed_ms = elapsed.as_millis() as u64, "sandbox woke");
-            } else {
-                tracing::info!(sandbox.key = %key, "sandbox did not wake");
-            }
+        let running = matches!(state, RouteState::Running { .. });
+        if let Some(took) = slot.gate.observed(suspension, running, now) {
+            metrics::histogram!(m::WAKE_DURATION_SECONDS).record(took.as_secs_f64());
+            tracing::info!(sandbox.key = %key, wake.elapsed_ms = took.as_millis() as u64, "sandbox woke");
         }
     }
 }

@@ -45,12 +45,7 @@ pub fn running(directory: &StaticDirectory, name: &str, port: u16, addr: SocketA
 
 /// Marks `default/{name}` suspended, waking on connect.
 pub fn suspended(directory: &StaticDirectory, name: &str) {
-    directory.set(
-        key(name),
-        RouteState::Suspended {
-            wake_on_connect: true,
-        },
-    );
+    directory.set(key(name), RouteState::suspended(true));
 }
 
 /// Starts a proxy from `extra` TOML on top of loopback listeners, and waits until it is ready.

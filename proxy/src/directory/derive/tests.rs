@@ -112,16 +112,12 @@ fn route_state_table() {
         Case {
             name: "suspended wakes by default",
             given: suspended(None),
-            want: RouteState::Suspended {
-                wake_on_connect: true,
-            },
+            want: RouteState::suspended(true),
         },
         Case {
             name: "suspended without wake on connect",
             given: suspended(Some(false)),
-            want: RouteState::Suspended {
-                wake_on_connect: false,
-            },
+            want: RouteState::suspended(false),
         },
         Case {
             name: "pod failed",
