@@ -15,8 +15,21 @@
 
 use std::time::{Duration, Instant};
 
+use crate::directory::RouteState;
+
 /// Numbers the suspensions of one sandbox as the proxy saw them; 0 = never suspended.
 pub type Suspension = u64;
+
+/// The suspension number after the routing table replaces route state `old` with `new`
+/// (`current` before): a change into a wakeable `Suspended` (a new generation included) is a
+/// new suspension; anything else keeps the number.
+pub fn number_suspension(current: Suspension, old: &RouteState, new: &RouteState) -> Suspension {
+    if new.is_wakeable() && old != new {
+        current + 1
+    } else {
+        current
+    }
+}
 
 /// What a connection sees of its sandbox's route: the part of the route state the hold
 /// machine acts on.

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use super::{Slot, SlotState};
 use crate::activity::SandboxActivity;
 use crate::directory::{Endpoint, RouteState, SandboxKey};
+use crate::hold::number_suspension;
 use crate::metrics as m;
 use crate::wake::WakeGate;
 
@@ -69,9 +70,7 @@ impl RouteTable {
         let mut old = RouteState::Missing;
         let mut suspension = None;
         slot.state.send_modify(|current| {
-            if state.is_wakeable() && current.route != state {
-                current.suspension += 1;
-            }
+            current.suspension = number_suspension(current.suspension, &current.route, &state);
             suspension = state.is_wakeable().then_some(current.suspension);
             old = std::mem::replace(&mut current.route, state.clone());
         });

@@ -1,0 +1,559 @@
+//! Model tests of hold-and-wake: random interleavings of sandbox lifecycle events (suspend,
+//! resume, endpoint published/withdrawn, Ready/not Ready, delete, recreate with the same name),
+//! directory behaviour (watch lag, relist, wake calls failing) and clients (connections
+//! arriving, cancelling, deadlines), driven through the proxy's own pure machines
+//! (`hold::step`, `hold::step_cycle`, `hold::number_suspension`), the way `route::connect` and
+//! `route::table` drive them.
+//!
+//! Invariants, checked after every event and at the end:
+//! - a wake is under way whenever a connection is held for a sandbox whose desired mode, as
+//!   the proxy sees it, is Suspended;
+//! - at most one wake per cycle (per slot and suspension, unless the previous one was given up
+//!   or outlived the wake deadline);
+//! - held counts match the held connections, and return to zero;
+//! - connections of a deleted sandbox end at once;
+//! - once the directory catches up and the controller does its work, every connection ends
+//!   served or refused — none is left waiting for a wake that never comes.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use rouse_proxy::RouteState;
+use rouse_proxy::directory::{Endpoint, PortMapping};
+use rouse_proxy::hold::{
+    self, Cycle, CycleAction, CycleEvent, Hold, HoldAction, HoldEvent, Observed, Refusal,
+    Suspension,
+};
+
+/// The wake deadline of the model (connections and wake cycles).
+const DEADLINE: Duration = Duration::from_secs(60);
+/// How far one `Tick` moves the model's clock.
+const TICK: Duration = Duration::from_secs(7);
+
+/// One thing that happens.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Suspend,
+    Resume,
+    Publish,
+    Withdraw,
+    Ready,
+    NotReady,
+    Delete,
+    Recreate { suspended: bool },
+    WakeOk,
+    WakeFail,
+    Deliver,
+    Relist,
+    Connect,
+    Cancel(usize),
+    Tick,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => Just(Op::Suspend),
+        1 => Just(Op::Resume),
+        1 => Just(Op::Publish),
+        1 => Just(Op::Withdraw),
+        1 => Just(Op::Ready),
+        1 => Just(Op::NotReady),
+        1 => Just(Op::Delete),
+        1 => any::<bool>().prop_map(|suspended| Op::Recreate { suspended }),
+        2 => Just(Op::WakeOk),
+        1 => Just(Op::WakeFail),
+        3 => Just(Op::Deliver),
+        1 => Just(Op::Relist),
+        3 => Just(Op::Connect),
+        1 => (0usize..16).prop_map(Op::Cancel),
+        1 => Just(Op::Tick),
+    ]
+}
+
+/// The sandbox as stored (the truth the directory watches).
+#[derive(Debug, Clone, Copy)]
+struct Sandbox {
+    exists: bool,
+    suspended: bool,
+    generation: u64,
+    ready: bool,
+    endpoint: bool,
+}
+
+impl Sandbox {
+    /// The route state the directory derives (as `directory::route_state` does).
+    fn route(&self) -> RouteState {
+        match *self {
+            Sandbox { exists: false, .. } => RouteState::Missing,
+            Sandbox {
+                suspended: true,
+                generation,
+                ..
+            } => RouteState::Suspended {
+                wake_on_connect: true,
+                generation,
+            },
+            Sandbox {
+                ready: true,
+                endpoint: true,
+                ..
+            } => RouteState::Running {
+                endpoint: endpoint_value(),
+            },
+            Sandbox { endpoint, .. } => RouteState::Starting {
+                endpoint: endpoint.then_some(endpoint_value()),
+            },
+        }
+    }
+
+    /// Whether a dial to it succeeds now.
+    fn listening(&self) -> bool {
+        self.exists && !self.suspended && self.ready
+    }
+}
+
+fn endpoint_value() -> Endpoint {
+    Endpoint {
+        address: "127.0.0.1".to_owned(),
+        ports: vec![PortMapping {
+            container_port: 80,
+            port: 8080,
+        }],
+    }
+}
+
+/// The proxy's routing-table slot of the sandbox.
+#[derive(Debug)]
+struct Slot {
+    id: u32,
+    route: RouteState,
+    suspension: Suspension,
+    cycle: Cycle,
+    held: usize,
+}
+
+#[derive(Debug)]
+struct Conn {
+    slot: u32,
+    hold: Hold,
+    counted: bool,
+    arrived: Instant,
+    end: Option<Result<(), Refusal>>,
+}
+
+struct World {
+    t0: Instant,
+    now: Instant,
+    sandbox: Sandbox,
+    /// Store events the directory has not seen yet (watch lag).
+    pending: VecDeque<RouteState>,
+    /// The directory's last sent state (it drops repeats, as `StoreDirectory` does).
+    known: RouteState,
+    slot: Option<Slot>,
+    next_slot: u32,
+    conns: Vec<Conn>,
+    /// Wake calls in flight: (slot, suspension).
+    wakes: VecDeque<(u32, Suspension)>,
+    /// When each (slot, suspension) wake was last sent and not given up.
+    sent: HashMap<(u32, Suspension), Instant>,
+}
+
+impl World {
+    fn new() -> Self {
+        let t0 = Instant::now();
+        let sandbox = Sandbox {
+            exists: true,
+            suspended: true,
+            generation: 1,
+            ready: false,
+            endpoint: false,
+        };
+        let mut world = World {
+            t0,
+            now: t0,
+            sandbox,
+            pending: VecDeque::new(),
+            known: RouteState::Missing,
+            slot: None,
+            next_slot: 0,
+            conns: Vec::new(),
+            wakes: VecDeque::new(),
+            sent: HashMap::new(),
+        };
+        world.relist();
+        world
+    }
+
+    /// Changes the stored sandbox; the watch reports it later.
+    fn store(&mut self, change: impl FnOnce(&mut Sandbox)) {
+        let before = self.sandbox.route();
+        change(&mut self.sandbox);
+        let after = self.sandbox.route();
+        if before != after {
+            self.pending.push_back(after);
+        }
+    }
+
+    fn deliver(&mut self) {
+        if let Some(state) = self.pending.pop_front() {
+            self.directory_sends(state);
+        }
+    }
+
+    fn relist(&mut self) {
+        self.pending.clear();
+        self.directory_sends(self.sandbox.route());
+    }
+
+    fn directory_sends(&mut self, state: RouteState) {
+        if state == self.known {
+            return;
+        }
+        self.known = state.clone();
+        self.apply(state);
+    }
+
+    /// `RouteTable::apply`, then the held connections of the slot look at the new state.
+    fn apply(&mut self, state: RouteState) {
+        let now = self.now;
+        if state == RouteState::Missing {
+            if let Some(mut slot) = self.slot.take() {
+                slot.cycle = hold::step_cycle(
+                    slot.cycle,
+                    CycleEvent::Observed {
+                        suspension: None,
+                        now,
+                    },
+                )
+                .0;
+                self.slot = Some(Slot {
+                    route: RouteState::Missing,
+                    ..slot
+                });
+                self.notify();
+                self.slot = None;
+            }
+            return;
+        }
+        let slot = self.slot.get_or_insert_with(|| {
+            self.next_slot += 1;
+            Slot {
+                id: self.next_slot,
+                route: RouteState::Missing,
+                suspension: 0,
+                cycle: Cycle::Idle,
+                held: 0,
+            }
+        });
+        slot.suspension = hold::number_suspension(slot.suspension, &slot.route, &state);
+        let suspension = state.is_wakeable().then_some(slot.suspension);
+        slot.route = state;
+        slot.cycle = hold::step_cycle(slot.cycle, CycleEvent::Observed { suspension, now }).0;
+        self.notify();
+    }
+
+    /// Every waiting connection of the current slot sees its state.
+    fn notify(&mut self) {
+        let Some(id) = self.slot.as_ref().map(|s| s.id) else {
+            return;
+        };
+        for i in 0..self.conns.len() {
+            let conn = &self.conns[i];
+            if conn.slot == id && conn.end.is_none() && conn.hold != Hold::Arrived {
+                let event = self.look();
+                self.drive(i, event);
+            }
+        }
+    }
+
+    fn look(&self) -> HoldEvent {
+        let observed = match self.slot.as_ref().map(|s| (&s.route, s.suspension)) {
+            None | Some((RouteState::Missing, _)) => Observed::Missing,
+            Some((RouteState::Failed { .. }, _)) => Observed::Failed,
+            Some((RouteState::Suspended { .. }, suspension)) => Observed::Suspended(suspension),
+            Some((RouteState::Starting { endpoint: None }, _)) => Observed::Starting,
+            Some(_) => Observed::Dialable { has_port: true },
+        };
+        HoldEvent::Route(observed)
+    }
+
+    fn connect(&mut self) {
+        let Some(slot) = self.slot.as_ref() else {
+            return; // 404 at once: nothing is held.
+        };
+        self.conns.push(Conn {
+            slot: slot.id,
+            hold: Hold::Arrived,
+            counted: false,
+            arrived: self.now,
+            end: None,
+        });
+        let event = self.look();
+        self.drive(self.conns.len() - 1, event);
+    }
+
+    /// Runs one connection's machine the way `route::connect::connect_slot` does.
+    fn drive(&mut self, i: usize, event: HoldEvent) {
+        let mut event = Some(event);
+        while let Some(current) = event.take() {
+            let (next, actions) = hold::step(self.conns[i].hold, current);
+            self.conns[i].hold = next;
+            for action in actions.iter() {
+                match action {
+                    HoldAction::Hold => {
+                        let slot = self.slot.as_mut().expect("held on a live slot");
+                        slot.held += 1;
+                        self.conns[i].counted = true;
+                    }
+                    HoldAction::Wake(suspension) => self.want(suspension),
+                    HoldAction::Wait | HoldAction::Pause => {}
+                    HoldAction::Dial => {
+                        event = Some(if self.sandbox.listening() {
+                            HoldEvent::Dialed
+                        } else {
+                            HoldEvent::DialFailed { retryable: true }
+                        });
+                    }
+                    HoldAction::Serve => self.end(i, Ok(())),
+                    HoldAction::Refuse(why) => self.end(i, Err(why)),
+                }
+            }
+        }
+    }
+
+    fn end(&mut self, i: usize, how: Result<(), Refusal>) {
+        let conn = &mut self.conns[i];
+        conn.end = Some(how);
+        if std::mem::take(&mut conn.counted) {
+            let id = conn.slot;
+            if let Some(slot) = self.slot.as_mut().filter(|s| s.id == id) {
+                slot.held -= 1;
+            }
+        }
+    }
+
+    /// `route::connect::maybe_wake`.
+    fn want(&mut self, suspension: Suspension) {
+        let now = self.now;
+        let slot = self.slot.as_mut().expect("a wake is asked on a live slot");
+        let event = CycleEvent::Want {
+            suspension,
+            now,
+            deadline: DEADLINE,
+        };
+        let (cycle, action) = hold::step_cycle(slot.cycle, event);
+        slot.cycle = cycle;
+        if let Some(CycleAction::SendWake(s)) = action {
+            let key = (slot.id, s);
+            if let Some(before) = self.sent.get(&key) {
+                assert!(
+                    now.duration_since(*before) >= DEADLINE,
+                    "a second wake for suspension {s} within the deadline"
+                );
+            }
+            self.sent.insert(key, now);
+            self.wakes.push_back(key);
+        }
+    }
+
+    /// The directory answers the oldest wake call.
+    fn wake_answered(&mut self, ok: bool) {
+        let Some((id, suspension)) = self.wakes.pop_front() else {
+            return;
+        };
+        if ok && self.sandbox.exists {
+            // The merge patch sets the desired mode Running (the generation moves if it was not).
+            self.store(|sb| {
+                if sb.suspended {
+                    sb.suspended = false;
+                    sb.generation += 1;
+                }
+            });
+            return;
+        }
+        // Failed (or not found): retried while wanted, else given up.
+        let Some(slot) = self.slot.as_mut().filter(|s| s.id == id) else {
+            return;
+        };
+        let waking = matches!(slot.cycle, Cycle::Waking { suspension: s, .. } if s == suspension);
+        if slot.held > 0 && waking {
+            self.wakes.push_back((id, suspension));
+        } else {
+            slot.cycle = hold::step_cycle(slot.cycle, CycleEvent::GaveUp { suspension }).0;
+            self.sent.remove(&(id, suspension));
+        }
+    }
+
+    fn tick(&mut self) {
+        self.now += TICK;
+        for i in 0..self.conns.len() {
+            let conn = &self.conns[i];
+            if conn.end.is_some() {
+                continue;
+            }
+            if self.now >= conn.arrived + DEADLINE {
+                self.drive(i, HoldEvent::Deadline);
+            } else if matches!(conn.hold, Hold::Backoff { .. }) {
+                let event = self.look();
+                self.drive(i, event);
+            }
+        }
+    }
+
+    fn run(&mut self, op: Op) {
+        match op {
+            Op::Suspend => self.store(|sb| {
+                if sb.exists && !sb.suspended {
+                    sb.suspended = true;
+                    sb.generation += 1;
+                }
+            }),
+            Op::Resume => self.store(|sb| {
+                if sb.exists && sb.suspended {
+                    sb.suspended = false;
+                    sb.generation += 1;
+                }
+            }),
+            Op::Publish => self.store(|sb| sb.endpoint = sb.exists),
+            Op::Withdraw => self.store(|sb| sb.endpoint = false),
+            Op::Ready => self.store(|sb| sb.ready = sb.exists && !sb.suspended),
+            Op::NotReady => self.store(|sb| sb.ready = false),
+            Op::Delete => self.store(|sb| sb.exists = false),
+            Op::Recreate { suspended } => self.store(|sb| {
+                if !sb.exists {
+                    *sb = Sandbox {
+                        exists: true,
+                        suspended,
+                        generation: 1,
+                        ready: false,
+                        endpoint: false,
+                    };
+                }
+            }),
+            Op::WakeOk => self.wake_answered(true),
+            Op::WakeFail => self.wake_answered(false),
+            Op::Deliver => self.deliver(),
+            Op::Relist => self.relist(),
+            Op::Connect => self.connect(),
+            Op::Cancel(n) => {
+                let live: Vec<usize> = (0..self.conns.len())
+                    .filter(|&i| self.conns[i].end.is_none())
+                    .collect();
+                if let Some(&i) = live.get(n % live.len().max(1)) {
+                    self.drive(i, HoldEvent::Cancelled);
+                }
+            }
+            Op::Tick => self.tick(),
+        }
+    }
+
+    fn check(&self, when: &str) {
+        let live = |c: &&Conn| c.end.is_none();
+        for conn in self.conns.iter().filter(live) {
+            assert_eq!(conn.counted, conn.hold.is_held(), "{when}: {conn:?}");
+            assert!(
+                self.now < conn.arrived + DEADLINE,
+                "{when}: a connection outlived its deadline: {conn:?}"
+            );
+            assert!(
+                self.slot.as_ref().is_some_and(|s| s.id == conn.slot),
+                "{when}: a connection of a deleted sandbox is still open: {conn:?}"
+            );
+        }
+        let Some(slot) = &self.slot else { return };
+        let held = self
+            .conns
+            .iter()
+            .filter(live)
+            .filter(|c| c.slot == slot.id && c.counted)
+            .count();
+        assert_eq!(slot.held, held, "{when}: held count");
+        if held > 0 && slot.route.is_wakeable() {
+            assert!(
+                matches!(slot.cycle, Cycle::Waking { suspension, .. } if suspension == slot.suspension),
+                "{when}: {held} held for suspension {} and no wake: {:?}",
+                slot.suspension,
+                slot.cycle
+            );
+        }
+    }
+
+    /// The directory catches up, wake calls succeed and the controller starts what is desired
+    /// Running, until nothing changes.
+    fn settle(&mut self) {
+        for _ in 0..64 {
+            let before = (self.sandbox.route(), self.known.clone(), self.wakes.len());
+            while !self.pending.is_empty() {
+                self.deliver();
+            }
+            while !self.wakes.is_empty() {
+                self.wake_answered(true);
+            }
+            self.store(|sb| {
+                if sb.exists && !sb.suspended {
+                    sb.ready = true;
+                    sb.endpoint = true;
+                }
+            });
+            self.check("settling");
+            if before == (self.sandbox.route(), self.known.clone(), self.wakes.len())
+                && self.pending.is_empty()
+            {
+                return;
+            }
+        }
+        panic!("the model did not settle");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 1500,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn no_lost_wake_under_any_interleaving(ops in proptest::collection::vec(op(), 1..80)) {
+        let mut world = World::new();
+        for (n, op) in ops.iter().enumerate() {
+            world.run(*op);
+            world.check(&format!("after op {n} ({op:?}) at {:?}", world.now - world.t0));
+        }
+        world.settle();
+        for conn in &world.conns {
+            prop_assert!(conn.end.is_some(), "left waiting after settling: {:?}", conn);
+        }
+        prop_assert_eq!(world.slot.as_ref().map_or(0, |s| s.held), 0);
+    }
+}
+
+/// The repro, step by step: woken, suspended again before Ready, connect — a wake is
+/// sent at once each time.
+#[test]
+fn a_suspend_before_ready_gets_a_wake_at_once() {
+    let mut world = World::new();
+    for cycle in 0..5 {
+        world.run(Op::Connect);
+        world.check("connected");
+        assert_eq!(world.wakes.len(), 1, "cycle {cycle}: one wake sent");
+        world.run(Op::WakeOk);
+        world.run(Op::Deliver); // Starting: desired Running seen
+        world.run(Op::Suspend); // before Ready
+        world.run(Op::Deliver);
+        world.check("suspended again");
+        // The connection saw the new suspension and asked for its wake.
+        assert_eq!(
+            world.wakes.len(),
+            1,
+            "cycle {cycle}: the new suspension's wake"
+        );
+        world.settle();
+        assert!(world.conns.iter().all(|c| c.end == Some(Ok(()))));
+        // The controller suspends it for good: not Ready, endpoint withdrawn.
+        for op in [Op::Suspend, Op::NotReady, Op::Withdraw, Op::Relist] {
+            world.run(op);
+        }
+    }
+}
