@@ -229,8 +229,8 @@ const WAKE_RETRY_INITIAL: Duration = Duration::from_millis(100);
 const WAKE_RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// Sends the wake of `suspension` unless another connection did. A failed call is retried
-/// with backoff while connections are still held, the cycle still waits on this suspension
-/// and the deadline has not passed.
+/// with backoff (100 ms doubling to 2 s) while connections are still held and the cycle still
+/// waits on this suspension; each call is bounded by the wake deadline.
 fn maybe_wake(router: &Router, slot: &Arc<Slot>, suspension: Suspension, deadline: Duration) {
     if !slot.gate.want(suspension, Instant::now(), deadline) {
         return;
@@ -241,12 +241,10 @@ fn maybe_wake(router: &Router, slot: &Arc<Slot>, suspension: Suspension, deadlin
     let stop = router.background_stop();
     tasks.spawn(async move {
         let key = &slot.key;
-        let started = Instant::now();
         let mut pause = WAKE_RETRY_INITIAL;
         tracing::info!(sandbox.key = %key, "waking sandbox");
         loop {
-            let remaining = deadline.saturating_sub(started.elapsed());
-            let result = tokio::time::timeout(remaining, router.directory().wake(key)).await;
+            let result = tokio::time::timeout(deadline, router.directory().wake(key)).await;
             let label = match &result {
                 Ok(Ok(())) => "ok",
                 Ok(Err(_)) => "error",
@@ -260,9 +258,8 @@ fn maybe_wake(router: &Router, slot: &Arc<Slot>, suspension: Suspension, deadlin
                 }
                 Err(_) => tracing::warn!(sandbox.key = %key, "wake call timed out"),
             }
-            let still_wanted = slot.gate.held() > 0
-                && slot.gate.is_waking(suspension)
-                && started.elapsed() + pause < deadline;
+            // Bounded: every held connection has its own deadline.
+            let still_wanted = slot.gate.held() > 0 && slot.gate.is_waking(suspension);
             if !still_wanted {
                 // Let the next connection start a new cycle.
                 slot.gate.give_up(suspension);
@@ -271,6 +268,10 @@ fn maybe_wake(router: &Router, slot: &Arc<Slot>, suspension: Suspension, deadlin
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 () = stop.cancelled() => return,
+            }
+            if !slot.gate.is_waking(suspension) {
+                // Resumed, deleted or suspended anew meanwhile: this wake is not wanted.
+                return;
             }
             pause = (pause * 2).min(WAKE_RETRY_MAX);
         }

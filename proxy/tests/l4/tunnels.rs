@@ -141,6 +141,11 @@ async fn static_tcp_holds_early_bytes_while_the_sandbox_wakes() {
         proxy.router().held_connections() == 1
     })
     .await;
+    assert_eq!(
+        proxy.router().open_connections(&key("frank")),
+        1,
+        "a held TCP connection counts as activity, as a held HTTP request does"
+    );
     running(&directory, "frank", 5432, echo_backend().await);
     // A half-close with the request queued is not a hang-up: the bytes still get through.
     client.shutdown().await.expect("half-close");
@@ -173,6 +178,10 @@ async fn a_client_hanging_up_while_held_leaves_no_hold_behind() {
     drop(clients);
     wait_for("no connection is held", || {
         proxy.router().held_connections() == 0
+    })
+    .await;
+    wait_for("no connection is open", || {
+        proxy.router().open_connections(&key("frank")) == 0
     })
     .await;
     proxy.shutdown().await;

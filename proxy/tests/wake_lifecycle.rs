@@ -1,0 +1,146 @@
+//! Hold and wake across lifecycle changes that land while connections are held: a suspend
+//! before the woken sandbox is Ready (issue 9's lost wake), a delete, a resume from elsewhere.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use rouse_proxy::RouteState;
+use support::backend::Backend;
+use support::client::get;
+use support::{DEADLINE, TestDirectory, config, host, start, wait_for};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinSet;
+
+/// A wake deadline far above every wait of these tests, so that a test only passes when the
+/// proxy acts on what it observes, never because a cycle timed out.
+const LONG_WAKE: &str = "[wake]\ndeadline = \"300s\"\n";
+
+/// One raw HTTP/1.1 request on its own connection; the status line, or "" when the proxy
+/// closed without answering.
+async fn raw_get(addr: SocketAddr, host: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = Vec::new();
+    // A reset counts as a close.
+    let _ = stream.read_to_end(&mut response).await;
+    let text = String::from_utf8_lossy(&response);
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+async fn wait_held(proxy: &rouse_proxy::Proxy, n: usize) {
+    let router = proxy.router().clone();
+    wait_for(&format!("{n} connections held"), || {
+        let router = router.clone();
+        async move { router.held_connections() == n }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_suspend_before_the_woken_sandbox_is_ready_gets_its_own_wake() {
+    let backend = Backend::start().await;
+    let directory = TestDirectory::new();
+    directory.set("hello", RouteState::suspended(true));
+    let proxy = start(config(LONG_WAKE), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+
+    for cycle in 1..=5u64 {
+        let started = Instant::now();
+        let request = tokio::spawn(async move { get(addr, &host("hello"), "/").await });
+        directory.wait_wakes(2 * cycle - 1).await;
+        // The wake took effect: desired Running, not Ready yet.
+        directory.set("hello", RouteState::Starting { endpoint: None });
+        // Suspended again at once, before Ready: the held request needs a new wake.
+        directory.set("hello", RouteState::suspended(true));
+        directory.wait_wakes(2 * cycle).await;
+        directory.running("hello", backend.addr);
+        let reply = tokio::time::timeout(DEADLINE, request)
+            .await
+            .expect("the request is served")
+            .expect("client task");
+        assert_eq!(reply.status, StatusCode::OK, "cycle {cycle}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "cycle {cycle} took {:?}",
+            started.elapsed()
+        );
+        directory.set("hello", RouteState::suspended(true));
+    }
+    assert_eq!(proxy.router().held_connections(), 0);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn deleting_a_sandbox_ends_its_held_connections_at_once() {
+    const HELD: usize = 50;
+    let directory = TestDirectory::new();
+    directory.set("doomed", RouteState::suspended(true));
+    let proxy = start(config(LONG_WAKE), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+
+    let mut clients = JoinSet::new();
+    for _ in 0..HELD {
+        clients.spawn(async move { raw_get(addr, &host("doomed")).await });
+    }
+    wait_held(&proxy, HELD).await;
+    assert_eq!(directory.wakes(), 1, "one wake for all of them");
+
+    let deleted = Instant::now();
+    directory.set("doomed", RouteState::Missing);
+    let all = async {
+        while let Some(status) = clients.join_next().await {
+            let status = status.expect("client task");
+            assert!(
+                status.is_empty() || status.starts_with("HTTP/1.1 404"),
+                "got {status:?}"
+            );
+        }
+    };
+    tokio::time::timeout(DEADLINE, all)
+        .await
+        .expect("every held connection ends once the sandbox is deleted");
+    // Prompt: seconds at most on a loaded machine, against a 300 s wake deadline.
+    assert!(deleted.elapsed() < DEADLINE);
+    wait_held(&proxy, 0).await;
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_resume_from_elsewhere_serves_the_held_connections() {
+    const HELD: usize = 20;
+    let backend = Backend::start().await;
+    let directory = TestDirectory::new();
+    directory.set("napping", RouteState::suspended(true));
+    // Wake calls fail: the sandbox is resumed by someone else (the API, another proxy).
+    directory.fail_wakes(u64::MAX);
+    let proxy = start(config(LONG_WAKE), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+
+    let mut clients = JoinSet::new();
+    for _ in 0..HELD {
+        clients.spawn(async move { raw_get(addr, &host("napping")).await });
+    }
+    wait_held(&proxy, HELD).await;
+    directory.set("napping", RouteState::Starting { endpoint: None });
+    directory.running("napping", backend.addr);
+    let all = async {
+        while let Some(status) = clients.join_next().await {
+            let status = status.expect("client task");
+            assert!(status.starts_with("HTTP/1.1 200"), "got {status:?}");
+        }
+    };
+    tokio::time::timeout(DEADLINE, all)
+        .await
+        .expect("every held connection is served");
+    wait_held(&proxy, 0).await;
+    assert!(
+        directory.wakes() >= 1,
+        "the held connections asked for a wake"
+    );
+    proxy.shutdown().await;
+}
