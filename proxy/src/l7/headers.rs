@@ -33,7 +33,7 @@ pub(crate) const X_SANDBOX_NAMESPACE: HeaderName = HeaderName::from_static("x-sa
 pub(crate) const X_SANDBOX_PORT: HeaderName = HeaderName::from_static("x-sandbox-port");
 
 /// The `Upgrade` protocol a request asks for, if it is an HTTP/1.1 upgrade request.
-pub(crate) fn upgrade_protocol(headers: &HeaderMap) -> Option<HeaderValue> {
+pub fn upgrade_protocol(headers: &HeaderMap) -> Option<HeaderValue> {
     let connection_upgrade = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -47,7 +47,7 @@ pub(crate) fn upgrade_protocol(headers: &HeaderMap) -> Option<HeaderValue> {
 
 /// Removes hop-by-hop headers, including those the `Connection` header names; with
 /// `keep_upgrade`, puts back `Connection: upgrade` and the `Upgrade` value.
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: Option<HeaderValue>) {
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: Option<HeaderValue>) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -69,7 +69,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: Option<Hea
 }
 
 /// Appends the client to `X-Forwarded-For` and sets `X-Forwarded-Proto` and `-Host`.
-pub(crate) fn set_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &str, host: &str) {
+pub fn set_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &str, host: &str) {
     let prior = headers
         .get_all(&X_FORWARDED_FOR)
         .iter()

@@ -3,7 +3,7 @@
 
 pub(crate) mod body;
 pub(crate) mod client;
-mod headers;
+pub mod headers;
 mod response;
 mod service;
 mod upgrade;
@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use crate::limits::{IdleControl, IdleTimeout};
 use crate::metrics as m;
 use crate::route::Router;
+pub use service::target_of;
 
 /// The body of every response the proxy sends.
 pub type ProxyBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;

@@ -62,7 +62,7 @@ async fn proxy(
     let (peer, scheme) = (conn.peer, conn.scheme);
     router.check_rate(peer.ip())?;
     let host = request_host(&req).ok_or(ProxyError::NoHost)?;
-    let target = route(router, &req, &host)?;
+    let target = target_of(router, req.headers(), &host)?;
     let guard =
         router
             .guard(&target.key, ConnKind::Http)
@@ -136,12 +136,16 @@ fn request_host(req: &Request<Incoming>) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The target of a request: the upstream router headers when enabled and present, else the
-/// host.
-fn route(router: &Router, req: &Request<Incoming>, host: &str) -> Result<RouteTarget, ProxyError> {
+/// The target of a request with these headers and host: the upstream router headers when
+/// enabled and present, else the host. Errors name the header or host that is wrong.
+pub fn target_of(
+    router: &Router,
+    headers: &http::HeaderMap,
+    host: &str,
+) -> Result<RouteTarget, ProxyError> {
     let config = router.config();
     if config.routing.upstream_headers
-        && let Some(id) = req.headers().get(&X_SANDBOX_ID)
+        && let Some(id) = headers.get(&X_SANDBOX_ID)
     {
         let text = |name: &http::HeaderName, value: &HeaderValue| {
             value
@@ -151,7 +155,7 @@ fn route(router: &Router, req: &Request<Incoming>, host: &str) -> Result<RouteTa
                 .map(str::to_owned)
         };
         let name = text(&X_SANDBOX_ID, id)?;
-        let namespace = match req.headers().get(&X_SANDBOX_NAMESPACE) {
+        let namespace = match headers.get(&X_SANDBOX_NAMESPACE) {
             Some(v) => text(&X_SANDBOX_NAMESPACE, v)?,
             None if !config.routing.default_namespace.is_empty() => {
                 config.routing.default_namespace.clone()
@@ -166,7 +170,7 @@ fn route(router: &Router, req: &Request<Incoming>, host: &str) -> Result<RouteTa
             rouse_shared::names::validate_dns1123_label(value)
                 .map_err(|err| ProxyError::BadRequest(format!("{header}: {err}")))?;
         }
-        let port = match req.headers().get(&X_SANDBOX_PORT) {
+        let port = match headers.get(&X_SANDBOX_PORT) {
             Some(v) => Some(
                 text(&X_SANDBOX_PORT, v)?
                     .parse::<u16>()
