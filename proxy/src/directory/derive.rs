@@ -9,7 +9,7 @@ use super::{Endpoint, PortMapping, RouteState};
 ///
 /// - being deleted → `Missing`;
 /// - `spec.operatingMode: Suspended` → `Suspended` (wake-on-connect from `spec.suspension`,
-///   with `metadata.generation` so each suspension is told apart);
+///   with `metadata.generation` and `uid` so each suspension is told apart);
 /// - `Ready=True` with an endpoint → `Running`;
 /// - `Ready=False` because the pod finished, failed or the sandbox expired → `Failed`;
 /// - anything else → `Starting`, with the endpoint if one is known.
@@ -34,6 +34,7 @@ pub fn route_state(sandbox: &Sandbox) -> RouteState {
         return RouteState::Suspended {
             wake_on_connect,
             generation,
+            uid: sandbox.metadata.uid.clone().unwrap_or_default(),
         };
     }
     let status = sandbox.status.as_ref();

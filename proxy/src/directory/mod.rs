@@ -76,6 +76,9 @@ pub enum RouteState {
         /// (a wake and a new suspend each bump it), so it is told apart from this one even when
         /// the states in between were never seen (watch lag, relist, coalesced updates).
         generation: u64,
+        /// The sandbox's `metadata.uid`: a sandbox deleted and created again under the same
+        /// name is a new suspension even at the same generation.
+        uid: String,
     },
     /// No such sandbox.
     Missing,
@@ -87,11 +90,13 @@ pub enum RouteState {
 }
 
 impl RouteState {
-    /// A suspended state of generation 0 (static routes and tests; see `Suspended`).
+    /// A suspended state of generation 0 and no uid (static routes and tests; see
+    /// `Suspended`).
     pub fn suspended(wake_on_connect: bool) -> Self {
         RouteState::Suspended {
             wake_on_connect,
             generation: 0,
+            uid: String::new(),
         }
     }
 

@@ -83,12 +83,14 @@ impl StaticDirectory {
             Some(RouteState::Suspended {
                 wake_on_connect: was,
                 generation,
+                ..
             }) if *was == wake_on_connect => *generation,
             _ => self.generations.fetch_add(1, Ordering::Relaxed) + 1,
         };
         RouteState::Suspended {
             wake_on_connect,
             generation,
+            uid: String::new(),
         }
     }
 

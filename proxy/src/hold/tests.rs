@@ -1,5 +1,5 @@
 //! Table tests of the hold and cycle machines; the random interleavings are in
-//! `proxy/tests/hold_model.rs`.
+//! `proxy/tests/hold_model/`.
 
 use std::time::{Duration, Instant};
 

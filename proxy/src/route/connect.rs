@@ -75,7 +75,8 @@ pub(super) async fn connect_slot(
     let mut dialled: Option<(TcpStream, SocketAddr)> = None;
     let mut state = Hold::Arrived;
     let mut event = route_event(&mut rx, target.port, &mut dial_to);
-    let upstream_error = |last: Option<(String, io::Error)>| match last {
+    // The last dial error when there is one, else the wake deadline.
+    let deadline_error = |last: Option<(String, io::Error)>| match last {
         Some((address, source)) => ProxyError::UpstreamConnect {
             key: key.clone(),
             address,
@@ -174,11 +175,13 @@ pub(super) async fn connect_slot(
                             reason: "it is suspended and spec.suspension.wakeOnConnect is false"
                                 .to_owned(),
                         },
+                        // The driver is dropped when its client leaves; `Cancelled` only comes
+                        // from the model tests.
                         Refusal::Deadline { waited: true } | Refusal::Cancelled => {
-                            upstream_error(None)
+                            deadline_error(None)
                         }
                         Refusal::Deadline { waited: false } | Refusal::Upstream => {
-                            upstream_error(last_error.take())
+                            deadline_error(last_error.take())
                         }
                     });
                 }

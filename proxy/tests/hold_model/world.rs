@@ -1,171 +1,66 @@
-//! Model tests of hold-and-wake: random interleavings of sandbox lifecycle events (suspend,
-//! resume, endpoint published/withdrawn, Ready/not Ready, delete, recreate with the same name),
-//! directory behaviour (watch lag, relist, wake calls failing) and clients (connections
-//! arriving, cancelling, deadlines), driven through the proxy's own pure machines
-//! (`hold::step`, `hold::step_cycle`, `hold::number_suspension`), the way `route::connect` and
-//! `route::table` drive them.
-//!
-//! Invariants, checked after every event and at the end:
-//! - a wake is under way whenever a connection is held for a sandbox whose desired mode, as
-//!   the proxy sees it, is Suspended;
-//! - at most one wake per cycle (per slot and suspension, unless the previous one was given up
-//!   or outlived the wake deadline);
-//! - held counts match the held connections, and return to zero;
-//! - connections of a deleted sandbox end at once;
-//! - once the directory catches up and the controller does its work, every connection ends
-//!   served or refused — none is left waiting for a wake that never comes.
+//! The model: a stored sandbox, a lagging directory, the proxy's routing-table slot and its
+//! connections, each step driven through the proxy's pure machines.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use proptest::prelude::*;
 use rouse_proxy::RouteState;
-use rouse_proxy::directory::{Endpoint, PortMapping};
 use rouse_proxy::hold::{
     self, Cycle, CycleAction, CycleEvent, Hold, HoldAction, HoldEvent, Observed, Refusal,
     Suspension,
 };
 
+use crate::sandbox::{Op, Sandbox};
+
 /// The wake deadline of the model (connections and wake cycles).
-const DEADLINE: Duration = Duration::from_secs(60);
+pub const DEADLINE: Duration = Duration::from_secs(60);
 /// How far one `Tick` moves the model's clock.
-const TICK: Duration = Duration::from_secs(7);
-
-/// One thing that happens.
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Suspend,
-    Resume,
-    Publish,
-    Withdraw,
-    Ready,
-    NotReady,
-    Delete,
-    Recreate { suspended: bool },
-    WakeOk,
-    WakeFail,
-    Deliver,
-    Relist,
-    Connect,
-    Cancel(usize),
-    Tick,
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        2 => Just(Op::Suspend),
-        1 => Just(Op::Resume),
-        1 => Just(Op::Publish),
-        1 => Just(Op::Withdraw),
-        1 => Just(Op::Ready),
-        1 => Just(Op::NotReady),
-        1 => Just(Op::Delete),
-        1 => any::<bool>().prop_map(|suspended| Op::Recreate { suspended }),
-        2 => Just(Op::WakeOk),
-        1 => Just(Op::WakeFail),
-        3 => Just(Op::Deliver),
-        1 => Just(Op::Relist),
-        3 => Just(Op::Connect),
-        1 => (0usize..16).prop_map(Op::Cancel),
-        1 => Just(Op::Tick),
-    ]
-}
-
-/// The sandbox as stored (the truth the directory watches).
-#[derive(Debug, Clone, Copy)]
-struct Sandbox {
-    exists: bool,
-    suspended: bool,
-    generation: u64,
-    ready: bool,
-    endpoint: bool,
-}
-
-impl Sandbox {
-    /// The route state the directory derives (as `directory::route_state` does).
-    fn route(&self) -> RouteState {
-        match *self {
-            Sandbox { exists: false, .. } => RouteState::Missing,
-            Sandbox {
-                suspended: true,
-                generation,
-                ..
-            } => RouteState::Suspended {
-                wake_on_connect: true,
-                generation,
-            },
-            Sandbox {
-                ready: true,
-                endpoint: true,
-                ..
-            } => RouteState::Running {
-                endpoint: endpoint_value(),
-            },
-            Sandbox { endpoint, .. } => RouteState::Starting {
-                endpoint: endpoint.then_some(endpoint_value()),
-            },
-        }
-    }
-
-    /// Whether a dial to it succeeds now.
-    fn listening(&self) -> bool {
-        self.exists && !self.suspended && self.ready
-    }
-}
-
-fn endpoint_value() -> Endpoint {
-    Endpoint {
-        address: "127.0.0.1".to_owned(),
-        ports: vec![PortMapping {
-            container_port: 80,
-            port: 8080,
-        }],
-    }
-}
+pub const TICK: Duration = Duration::from_secs(7);
 
 /// The proxy's routing-table slot of the sandbox.
 #[derive(Debug)]
-struct Slot {
-    id: u32,
-    route: RouteState,
-    suspension: Suspension,
-    cycle: Cycle,
-    held: usize,
+pub struct Slot {
+    pub id: u32,
+    pub route: RouteState,
+    pub suspension: Suspension,
+    pub cycle: Cycle,
+    pub held: usize,
 }
 
 #[derive(Debug)]
-struct Conn {
-    slot: u32,
-    hold: Hold,
-    counted: bool,
-    arrived: Instant,
-    end: Option<Result<(), Refusal>>,
+pub struct Conn {
+    pub slot: u32,
+    pub hold: Hold,
+    pub counted: bool,
+    pub arrived: Instant,
+    pub end: Option<Result<(), Refusal>>,
 }
 
-struct World {
-    t0: Instant,
-    now: Instant,
-    sandbox: Sandbox,
+pub struct World {
+    pub t0: Instant,
+    pub now: Instant,
+    pub sandbox: Sandbox,
     /// Store events the directory has not seen yet (watch lag).
-    pending: VecDeque<RouteState>,
+    pub pending: VecDeque<RouteState>,
     /// The directory's last sent state (it drops repeats, as `StoreDirectory` does).
-    known: RouteState,
-    slot: Option<Slot>,
-    next_slot: u32,
-    conns: Vec<Conn>,
+    pub known: RouteState,
+    pub slot: Option<Slot>,
+    pub next_slot: u32,
+    pub conns: Vec<Conn>,
     /// Wake calls in flight: (slot, suspension).
-    wakes: VecDeque<(u32, Suspension)>,
+    pub wakes: VecDeque<(u32, Suspension)>,
     /// When each (slot, suspension) wake was last sent and not given up.
-    sent: HashMap<(u32, Suspension), Instant>,
+    pub sent: HashMap<(u32, Suspension), Instant>,
 }
 
 impl World {
-    fn new() -> Self {
+    pub fn new() -> Self {
         let t0 = Instant::now();
         let sandbox = Sandbox {
             exists: true,
             suspended: true,
             generation: 1,
+            uid: 1,
             ready: false,
             endpoint: false,
         };
@@ -186,7 +81,7 @@ impl World {
     }
 
     /// Changes the stored sandbox; the watch reports it later.
-    fn store(&mut self, change: impl FnOnce(&mut Sandbox)) {
+    pub fn store(&mut self, change: impl FnOnce(&mut Sandbox)) {
         let before = self.sandbox.route();
         change(&mut self.sandbox);
         let after = self.sandbox.route();
@@ -195,18 +90,18 @@ impl World {
         }
     }
 
-    fn deliver(&mut self) {
+    pub fn deliver(&mut self) {
         if let Some(state) = self.pending.pop_front() {
             self.directory_sends(state);
         }
     }
 
-    fn relist(&mut self) {
+    pub fn relist(&mut self) {
         self.pending.clear();
         self.directory_sends(self.sandbox.route());
     }
 
-    fn directory_sends(&mut self, state: RouteState) {
+    pub fn directory_sends(&mut self, state: RouteState) {
         if state == self.known {
             return;
         }
@@ -215,7 +110,7 @@ impl World {
     }
 
     /// `RouteTable::apply`, then the held connections of the slot look at the new state.
-    fn apply(&mut self, state: RouteState) {
+    pub fn apply(&mut self, state: RouteState) {
         let now = self.now;
         if state == RouteState::Missing {
             if let Some(mut slot) = self.slot.take() {
@@ -254,7 +149,7 @@ impl World {
     }
 
     /// Every waiting connection of the current slot sees its state.
-    fn notify(&mut self) {
+    pub fn notify(&mut self) {
         let Some(id) = self.slot.as_ref().map(|s| s.id) else {
             return;
         };
@@ -267,7 +162,7 @@ impl World {
         }
     }
 
-    fn look(&self) -> HoldEvent {
+    pub fn look(&self) -> HoldEvent {
         let observed = match self.slot.as_ref().map(|s| (&s.route, s.suspension)) {
             None | Some((RouteState::Missing, _)) => Observed::Missing,
             Some((RouteState::Failed { .. }, _)) => Observed::Failed,
@@ -278,7 +173,7 @@ impl World {
         HoldEvent::Route(observed)
     }
 
-    fn connect(&mut self) {
+    pub fn connect(&mut self) {
         let Some(slot) = self.slot.as_ref() else {
             return; // 404 at once: nothing is held.
         };
@@ -294,7 +189,7 @@ impl World {
     }
 
     /// Runs one connection's machine the way `route::connect::connect_slot` does.
-    fn drive(&mut self, i: usize, event: HoldEvent) {
+    pub fn drive(&mut self, i: usize, event: HoldEvent) {
         let mut event = Some(event);
         while let Some(current) = event.take() {
             let (next, actions) = hold::step(self.conns[i].hold, current);
@@ -322,7 +217,7 @@ impl World {
         }
     }
 
-    fn end(&mut self, i: usize, how: Result<(), Refusal>) {
+    pub fn end(&mut self, i: usize, how: Result<(), Refusal>) {
         let conn = &mut self.conns[i];
         conn.end = Some(how);
         if std::mem::take(&mut conn.counted) {
@@ -334,7 +229,7 @@ impl World {
     }
 
     /// `route::connect::maybe_wake`.
-    fn want(&mut self, suspension: Suspension) {
+    pub fn want(&mut self, suspension: Suspension) {
         let now = self.now;
         let slot = self.slot.as_mut().expect("a wake is asked on a live slot");
         let event = CycleEvent::Want {
@@ -358,7 +253,7 @@ impl World {
     }
 
     /// The directory answers the oldest wake call.
-    fn wake_answered(&mut self, ok: bool) {
+    pub fn wake_answered(&mut self, ok: bool) {
         let Some((id, suspension)) = self.wakes.pop_front() else {
             return;
         };
@@ -385,7 +280,7 @@ impl World {
         }
     }
 
-    fn tick(&mut self) {
+    pub fn tick(&mut self) {
         self.now += TICK;
         for i in 0..self.conns.len() {
             let conn = &self.conns[i];
@@ -401,7 +296,7 @@ impl World {
         }
     }
 
-    fn run(&mut self, op: Op) {
+    pub fn run(&mut self, op: Op) {
         match op {
             Op::Suspend => self.store(|sb| {
                 if sb.exists && !sb.suspended {
@@ -426,6 +321,7 @@ impl World {
                         exists: true,
                         suspended,
                         generation: 1,
+                        uid: sb.uid + 1,
                         ready: false,
                         endpoint: false,
                     };
@@ -448,7 +344,7 @@ impl World {
         }
     }
 
-    fn check(&self, when: &str) {
+    pub fn check(&self, when: &str) {
         let live = |c: &&Conn| c.end.is_none();
         for conn in self.conns.iter().filter(live) {
             assert_eq!(conn.counted, conn.hold.is_held(), "{when}: {conn:?}");
@@ -481,7 +377,7 @@ impl World {
 
     /// The directory catches up, wake calls succeed and the controller starts what is desired
     /// Running, until nothing changes.
-    fn settle(&mut self) {
+    pub fn settle(&mut self) {
         for _ in 0..64 {
             let before = (self.sandbox.route(), self.known.clone(), self.wakes.len());
             while !self.pending.is_empty() {
@@ -504,56 +400,5 @@ impl World {
             }
         }
         panic!("the model did not settle");
-    }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 1500,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
-
-    #[test]
-    fn no_lost_wake_under_any_interleaving(ops in proptest::collection::vec(op(), 1..80)) {
-        let mut world = World::new();
-        for (n, op) in ops.iter().enumerate() {
-            world.run(*op);
-            world.check(&format!("after op {n} ({op:?}) at {:?}", world.now - world.t0));
-        }
-        world.settle();
-        for conn in &world.conns {
-            prop_assert!(conn.end.is_some(), "left waiting after settling: {:?}", conn);
-        }
-        prop_assert_eq!(world.slot.as_ref().map_or(0, |s| s.held), 0);
-    }
-}
-
-/// The repro, step by step: woken, suspended again before Ready, connect — a wake is
-/// sent at once each time.
-#[test]
-fn a_suspend_before_ready_gets_a_wake_at_once() {
-    let mut world = World::new();
-    for cycle in 0..5 {
-        world.run(Op::Connect);
-        world.check("connected");
-        assert_eq!(world.wakes.len(), 1, "cycle {cycle}: one wake sent");
-        world.run(Op::WakeOk);
-        world.run(Op::Deliver); // Starting: desired Running seen
-        world.run(Op::Suspend); // before Ready
-        world.run(Op::Deliver);
-        world.check("suspended again");
-        // The connection saw the new suspension and asked for its wake.
-        assert_eq!(
-            world.wakes.len(),
-            1,
-            "cycle {cycle}: the new suspension's wake"
-        );
-        world.settle();
-        assert!(world.conns.iter().all(|c| c.end == Some(Ok(()))));
-        // The controller suspends it for good: not Ready, endpoint withdrawn.
-        for op in [Op::Suspend, Op::NotReady, Op::Withdraw, Op::Relist] {
-            world.run(op);
-        }
     }
 }
