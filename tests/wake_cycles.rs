@@ -21,12 +21,24 @@ async fn suspend(rouse: &Rouse, name: &str) {
 }
 
 /// GETs `/` through the proxy; returns how long it took to be served.
+///
+/// A request sent before the proxy has seen the new suspend may reach the workload while it
+/// is being stopped and get a 502 (connection reset): a different race from the lost wake,
+/// left open (see docs/proxy.md). That request is sent once more; the wake must still be
+/// served within [`WAKE_BOUND`] of the first try.
 async fn served(rouse: &Rouse, name: &str, what: &str) -> Duration {
     let started = Instant::now();
-    match rouse.get(name, "/").await {
-        Ok((200, _)) => {}
-        Ok((code, body)) => rouse.fail(&format!("{what}: GET / answered {code} {body}")),
-        Err(err) => rouse.fail(&format!("{what}: GET /: {err}")),
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match rouse.get(name, "/").await {
+            Ok((200, _)) => break,
+            Ok((502, body)) if tries == 1 && body.contains("connection error") => {
+                eprintln!("{what}: raced the stop: {body}");
+            }
+            Ok((code, body)) => rouse.fail(&format!("{what}: GET / answered {code} {body}")),
+            Err(err) => rouse.fail(&format!("{what}: GET /: {err}")),
+        }
     }
     let took = started.elapsed();
     if took > WAKE_BOUND {
