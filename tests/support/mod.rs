@@ -19,6 +19,8 @@ mod http;
 mod manifest;
 
 pub use http::http;
+// Each test binary uses a different part of the harness.
+#[allow(unused_imports)]
 pub use manifest::{SERVE, sandbox};
 
 /// Bounds every wait of a test; only a failure ever takes this long.

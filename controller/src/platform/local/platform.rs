@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -12,6 +12,7 @@ use rouse_shared::api::{EndpointPort, Sandbox};
 use rouse_shared::store::ObjectKey;
 use tokio::sync::mpsc;
 
+use super::activity::ActivityView;
 use super::error::Error;
 use super::gvisor::Runsc;
 use super::layout::{Layout, ensure_dir};
@@ -64,6 +65,7 @@ struct Inner {
     state: Mutex<State>,
     changes_tx: mpsc::Sender<ObjectKey>,
     changes_rx: Mutex<Option<mpsc::Receiver<ObjectKey>>>,
+    activity: OnceLock<Arc<dyn ActivityView>>,
 }
 
 #[derive(Default)]
@@ -113,6 +115,7 @@ impl LocalPlatform {
                 state: Mutex::new(State::default()),
                 changes_tx,
                 changes_rx: Mutex::new(Some(changes_rx)),
+                activity: OnceLock::new(),
             }),
         })
     }
@@ -124,6 +127,12 @@ impl LocalPlatform {
             Ok(runsc) if self.inner.layout.runsc_root().exists() => runsc.delete_all().await,
             _ => 0,
         }
+    }
+
+    /// Lets idle suspend consult the data plane's live view of each sandbox's traffic (see
+    /// [`ActivityView`]); set once, later calls are ignored.
+    pub fn set_activity_view(&self, view: Arc<dyn ActivityView>) {
+        let _ = self.inner.activity.set(view);
     }
 
     /// The paths under the data directory.
@@ -242,6 +251,11 @@ impl LocalPlatform {
             volumes,
             service,
             cluster_domain: self.inner.config.cluster_domain.clone(),
+            activity: self
+                .inner
+                .activity
+                .get()
+                .and_then(|view| view.last_activity(&key)),
         }
     }
 
