@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{Options, Rouse, sandbox};
+use support::{Options, Rouse, SERVE, sandbox};
 
 /// A web server on `$PORT` whose `/slow` answers after three seconds.
 const SLOW_SERVER: &str = r#"exec python3 -c '
@@ -73,4 +73,97 @@ async fn idle_suspend_never_stops_a_sandbox_in_use() {
     rouse
         .wait_condition("idle1", "Suspended", "True", None)
         .await;
+}
+
+/// Runs the `rouse` CLI against this `rouse up`; the exit status and stderr.
+fn cli(rouse: &Rouse, args: &[&str]) -> (bool, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rouse"))
+        .args(args)
+        .arg("--server")
+        .arg(format!("http://{}", rouse.api))
+        .arg("--data-dir")
+        .arg(&rouse.data)
+        .env_remove("ROUSE_TOKEN")
+        .env_remove("ROUSE_SERVER")
+        .output()
+        .expect("run the rouse CLI");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.success(), stderr)
+}
+
+/// The GETs the REST API answered so far.
+async fn api_gets(rouse: &Rouse) -> f64 {
+    rouse
+        .metric("rouse_controller_api_requests_total", "method=\"GET\"")
+        .await
+}
+
+/// Item 2: after a restart the object's resourceVersion is outside the watch history; `rouse
+/// wait` (for a condition and for delete) must neither spin nor fail, and still see changes.
+#[tokio::test]
+async fn rouse_wait_after_a_restart_does_not_spin() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options {
+        admin: true,
+        ..Options::default()
+    };
+    let mut rouse = Rouse::start(dir.path(), &options);
+    // A suspended sandbox's object does not change across a restart, and a later write to
+    // another one puts the store's version past it: its own version is then older than the
+    // (empty) watch history of the new run.
+    let suspended = json!({"operatingMode": "Suspended"});
+    rouse
+        .create(&sandbox("waited", SERVE, suspended.clone()))
+        .await;
+    rouse
+        .wait_condition("waited", "Suspended", "True", None)
+        .await;
+    rouse.create(&sandbox("later", SERVE, suspended)).await;
+    rouse
+        .wait_condition("later", "Suspended", "True", None)
+        .await;
+    assert!(rouse.stop(), "rouse up exits cleanly");
+    drop(rouse);
+    let rouse = Rouse::start(dir.path(), &options);
+
+    let before = api_gets(&rouse).await;
+    let (met, stderr) = cli(
+        &rouse,
+        &["wait", "waited", "--for=condition=Never", "--timeout=3s"],
+    );
+    assert!(!met, "a condition that never comes times out");
+    assert!(stderr.contains("timed out"), "{stderr}");
+    let during = api_gets(&rouse).await - before;
+    // One list and one watch, then a list and a watch per backoff step at most: a handful,
+    // not the thousands a retry loop without a pause makes.
+    assert!(during < 40.0, "rouse wait made {during} GETs in 3 s");
+
+    // And it still sees what happens: a delete ends `--for=delete`.
+    let waiter = {
+        let (api, data) = (rouse.api, rouse.data.clone());
+        std::thread::spawn(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_rouse"))
+                .args(["wait", "waited", "--for=delete", "--timeout=60s"])
+                .arg("--server")
+                .arg(format!("http://{api}"))
+                .arg("--data-dir")
+                .arg(&data)
+                .env_remove("ROUSE_TOKEN")
+                .env_remove("ROUSE_SERVER")
+                .output()
+                .expect("run rouse wait")
+        })
+    };
+    let (code, body) = rouse
+        .api("DELETE", "/v1/namespaces/default/sandboxes/waited", None)
+        .await;
+    assert_eq!(code, 200, "delete: {body}");
+    let output = tokio::task::spawn_blocking(move || waiter.join().expect("waiter thread"))
+        .await
+        .expect("join");
+    assert!(
+        output.status.success(),
+        "rouse wait --for=delete: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
