@@ -4,10 +4,13 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use serde_json::json;
-use support::{Options, Rouse, SERVE, sandbox};
+use support::{Options, Rouse, SERVE, sandbox, workload_processes};
 
 /// A web server on `$PORT` whose `/slow` answers after three seconds.
 const SLOW_SERVER: &str = r#"exec python3 -c '
@@ -166,4 +169,109 @@ async fn rouse_wait_after_a_restart_does_not_spin() {
         "rouse wait --for=delete: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// A workload that starts at once and costs nearly nothing.
+const SLEEP: &str = "exec sleep 600";
+
+/// Item 4 (and issue 9's chaos test): `kill -9` of `rouse up` during 200 concurrent creates.
+/// Every create answered 201 is there after the restart, and no workload process of the
+/// killed run is left running untracked: after a clean stop of the new run none is left.
+#[tokio::test]
+async fn kill9_during_200_creates_loses_nothing_and_leaves_no_orphan() {
+    const CREATES: usize = 200;
+    const KILL_AFTER: usize = 60;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rouse = Arc::new(Rouse::start(dir.path(), &Options::default()));
+    let acknowledged = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (killed_tx, killed_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..CREATES {
+        let (rouse, acknowledged, killed_tx) =
+            (rouse.clone(), acknowledged.clone(), killed_tx.clone());
+        let pid = rouse.pid().expect("running");
+        tasks.spawn(async move {
+            let name = format!("c{i}");
+            let body = sandbox(&name, SLEEP, json!({}));
+            let path = "/v1/namespaces/default/sandboxes";
+            let headers = vec![
+                ("content-type", "application/json".to_owned()),
+                (
+                    "authorization",
+                    format!("Bearer {}", rouse.token.as_deref().unwrap_or_default()),
+                ),
+            ];
+            let answer = support::http(
+                rouse.api,
+                "POST",
+                path,
+                "localhost",
+                &headers,
+                body.to_string(),
+            )
+            .await;
+            if let Ok((201, _)) = answer {
+                let count = {
+                    let mut acked = acknowledged.lock().expect("lock");
+                    acked.push(name);
+                    acked.len()
+                };
+                if count == KILL_AFTER && !*killed_tx.borrow() {
+                    // Mid-flight: workloads are being spawned and creates are in progress.
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                    killed_tx.send_replace(true);
+                }
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    assert!(*killed_rx.borrow(), "rouse up was killed mid-way");
+    let mut rouse = Arc::into_inner(rouse).expect("the only owner");
+    rouse.stop();
+    drop(rouse);
+
+    // Killed again while the next run starts the workloads of all of them at once.
+    for _ in 0..2 {
+        let mut rouse = Rouse::start(dir.path(), &Options::default());
+        let data = rouse.data.clone();
+        let until = std::time::Instant::now() + support::DEADLINE;
+        while workload_processes(&data).len() < KILL_AFTER / 2 && std::time::Instant::now() < until
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let _ = kill(
+            Pid::from_raw(rouse.pid().expect("running")),
+            Signal::SIGKILL,
+        );
+        rouse.stop();
+    }
+
+    let mut rouse = Rouse::start(dir.path(), &Options::default());
+    let (code, list) = rouse
+        .api("GET", "/v1/namespaces/default/sandboxes", None)
+        .await;
+    assert_eq!(code, 200, "{list}");
+    let present: std::collections::HashSet<String> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|s| s["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    let acknowledged = acknowledged.lock().expect("lock").clone();
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|n| !present.contains(*n))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged creates lost: {lost:?}");
+    // The new run starts a workload for every sandbox; then a clean stop stops what it
+    // tracks. Anything of the killed run it did not find would still be running.
+    let data = rouse.data.clone();
+    let expected = present.len();
+    let until = std::time::Instant::now() + support::DEADLINE;
+    while workload_processes(&data).len() < expected && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(rouse.stop(), "rouse up exits cleanly");
+    let left = workload_processes(&data);
+    assert!(left.is_empty(), "workload processes left running: {left:?}");
 }

@@ -154,6 +154,11 @@ impl Rouse {
         panic!("{message}\n--- rouse up stderr (last 80 lines) ---\n{tail}");
     }
 
+    /// The pid of `rouse up` while it runs.
+    pub fn pid(&self) -> Option<i32> {
+        self.child.as_ref().and_then(|c| i32::try_from(c.id()).ok())
+    }
+
     /// Stops `rouse up` with SIGINT and waits for it to exit; true when it exited cleanly.
     pub fn stop(&mut self) -> bool {
         let Some(mut child) = self.child.take() else {
@@ -362,4 +367,33 @@ pub async fn eventually(what: &str, check: impl Fn() -> bool) {
         assert!(Instant::now() < until, "not {what} within {DEADLINE:?}");
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// The pids of live processes that are workloads of the data directory `data`: their
+/// environment says so (`ROUSE_OWNER`), or they run in a directory under it (the process
+/// runtime's working directory is a volume or scratch directory).
+pub fn workload_processes(data: &Path) -> Vec<i32> {
+    let owner = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_path_buf());
+    let marker = format!("ROUSE_OWNER={}", owner.display());
+    let mut pids = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let marked = std::fs::read(entry.path().join("environ"))
+            .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()));
+        let inside =
+            std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(&owner));
+        if (marked || inside) && alive(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
 }

@@ -98,9 +98,13 @@ impl LocalPlatform {
     /// data directory (after opening the embedded store, whose file lock says so); the
     /// driver calls [`LocalPlatform::recover`] for leftover gVisor containers.
     pub fn new(config: LocalConfig) -> Result<Self, Error> {
-        let layout = Layout::new(&config.data_dir);
-        ensure_dir(layout.data())?;
-        let killed = pidfile::kill_leftovers(&layout.pid_dir());
+        ensure_dir(&config.data_dir)?;
+        // Absolute, so the owner mark of workloads names this directory however it was given.
+        let data = std::fs::canonicalize(&config.data_dir)
+            .map_err(|e| Error::data_dir(&config.data_dir, e))?;
+        let layout = Layout::new(data);
+        let killed =
+            pidfile::kill_leftovers(&layout.pid_dir()) + pidfile::kill_marked(layout.data());
         if killed > 0 {
             tracing::warn!(
                 workloads = killed,

@@ -264,7 +264,7 @@ impl Supervisor {
         }
         metrics::counter!("rouse_controller_workload_starts_total", "runtime" => self.spec.runtime.as_str())
             .increment(1);
-        let mut child = match self.launch.spawn(&self.log) {
+        let mut child = match self.launch.spawn(&self.log, self.layout.data()) {
             Ok(child) => child,
             Err(error) => {
                 let message = format!("starting {}: {error}", self.launch.program.display());
