@@ -275,3 +275,67 @@ async fn kill9_during_200_creates_loses_nothing_and_leaves_no_orphan() {
     let left = workload_processes(&data);
     assert!(left.is_empty(), "workload processes left running: {left:?}");
 }
+
+/// Item 5: a deleted sandbox's data never outlives it — not through a `kill -9` during its
+/// slow stop, not through a delete in the first moments after a restart — and a new sandbox
+/// of the same name starts on empty volumes.
+#[tokio::test]
+async fn a_deleted_sandboxs_volume_never_reaches_the_next_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rouse = Rouse::start(dir.path(), &Options::default());
+    // Ignores SIGTERM, so its stop takes the whole grace period.
+    let stubborn = "trap '' TERM; echo secret > secret.txt; exec sleep 600";
+    let slow_stop = json!({"podTemplate": {"spec": {"terminationGracePeriodSeconds": 60}}});
+    rouse
+        .create(&sandbox("leak", stubborn, slow_stop.clone()))
+        .await;
+    rouse.create(&sandbox("early", stubborn, json!({}))).await;
+    let secret = rouse.volume("leak", "work").join("secret.txt");
+    let early = rouse.volume("early", "work").join("secret.txt");
+    support::eventually("both workloads wrote their secret", || {
+        secret.exists() && early.exists()
+    })
+    .await;
+    let (code, body) = rouse
+        .api("DELETE", "/v1/namespaces/default/sandboxes/leak", None)
+        .await;
+    assert_eq!(code, 200, "delete: {body}");
+    rouse.wait_for("leak", "gone", |s| s.is_none()).await;
+    // The workload is in its 60 s grace period now; the crash cuts the cleanup short.
+    let _ = kill(
+        Pid::from_raw(rouse.pid().expect("running")),
+        Signal::SIGKILL,
+    );
+    rouse.stop();
+    drop(rouse);
+
+    let rouse = Rouse::start(dir.path(), &Options::default());
+    // At once after the start: before or while the first reconciles run.
+    let (code, body) = rouse
+        .api("DELETE", "/v1/namespaces/default/sandboxes/early", None)
+        .await;
+    assert_eq!(code, 200, "delete: {body}");
+    let (leak_dir, early_dir) = (
+        rouse.data.join("volumes/default/leak"),
+        rouse.data.join("volumes/default/early"),
+    );
+    support::eventually("the deleted sandboxes' volumes removed", || {
+        !leak_dir.exists() && !early_dir.exists()
+    })
+    .await;
+
+    rouse
+        .create(&sandbox(
+            "leak",
+            "ls > listing.txt; exec sleep 600",
+            json!({}),
+        ))
+        .await;
+    let listing = rouse.volume("leak", "work").join("listing.txt");
+    support::eventually("the new sandbox's workload ran", || listing.exists()).await;
+    let seen = std::fs::read_to_string(&listing).expect("listing");
+    assert!(
+        !seen.contains("secret"),
+        "the old data reached the new sandbox: {seen}"
+    );
+}

@@ -15,6 +15,7 @@ mod probe;
 mod process;
 mod spec;
 mod supervisor;
+mod sweep;
 
 pub use activity::ActivityView;
 pub use error::{Error, Result};

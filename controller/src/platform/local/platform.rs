@@ -19,6 +19,7 @@ use super::layout::{Layout, ensure_dir};
 use super::pidfile;
 use super::spec::{LaunchSpec, PortSpec};
 use super::supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
+use super::sweep::{self, Claim};
 use crate::platform::{Platform, PlatformError, Result};
 use crate::sandbox::{self, Action, Observed, ObservedService, ObservedVolume};
 
@@ -184,22 +185,35 @@ impl LocalPlatform {
         if let Some(entry) = workload {
             entry.workload.stop().await;
         }
-        let layout = &self.inner.layout;
-        for dir in [
-            layout
-                .data()
-                .join("volumes")
-                .join(&key.namespace)
-                .join(&key.name),
-            layout.scratch_dir(key),
-            layout.bundle_dir(key),
-        ] {
-            if let Err(error) = std::fs::remove_dir_all(&dir)
-                && error.kind() != std::io::ErrorKind::NotFound
-            {
-                tracing::warn!(sandbox.key = %key, path = %dir.display(), %error, "removing a deleted sandbox's directory failed");
-            }
+        sweep::remove_dirs(&self.inner.layout, key);
+    }
+
+    /// Removes what sandboxes missing from `existing` left: their workloads and directories
+    /// (see [`super::sweep`]). The driver calls it on its first list, before any reconcile;
+    /// returns how many sandbox names were swept.
+    pub async fn sweep(&self, existing: &std::collections::HashSet<ObjectKey>) -> usize {
+        let stale = sweep::stale_keys(&self.inner.layout, existing);
+        for key in &stale {
+            tracing::info!(sandbox.key = %key, "removing the directories of a sandbox that no longer exists");
+            self.remove(key).await;
         }
+        stale.len()
+    }
+
+    /// The directories under a sandbox's name belonged to a deleted sandbox of that name: its
+    /// workload goes first, then its data, so the new sandbox never sees it.
+    fn reclaim(&self, key: &ObjectKey) {
+        let running = lock(&self.inner.state)
+            .workloads
+            .get(key)
+            .is_some_and(|e| e.workload.status().phase != WorkloadPhase::Stopped);
+        if running {
+            // Wiped on a later pass, once the old workload is gone (its stop notifies).
+            self.stop_workload(key);
+            return;
+        }
+        tracing::warn!(sandbox.key = %key, "removing the directories a deleted sandbox of the same name left");
+        sweep::remove_dirs(&self.inner.layout, key);
     }
 
     /// Stops every workload (SIGTERM, the grace period, SIGKILL), all at once, and waits.
@@ -223,6 +237,11 @@ impl LocalPlatform {
 
     fn observe_sandbox(&self, sandbox: &Sandbox) -> Observed {
         let key = ObjectKey::of(sandbox);
+        if let Some(uid) = sandbox.metadata.uid.as_deref()
+            && sweep::claim(&self.inner.layout, &key, uid) == Claim::Stale
+        {
+            self.reclaim(&key);
+        }
         let mut state = lock(&self.inner.state);
         // A supervisor that finished stopping is gone: drop its entry now.
         if state
