@@ -339,3 +339,60 @@ async fn a_deleted_sandboxs_volume_never_reaches_the_next_one() {
         "the old data reached the new sandbox: {seen}"
     );
 }
+
+/// Opens `count` connections to `addr` that send nothing and waits until the server closed
+/// every one; panics naming `what` if any is still open after `within`.
+async fn silent_connections_are_closed(
+    what: &str,
+    addr: std::net::SocketAddr,
+    count: usize,
+    within: Duration,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..count {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        tasks.spawn(async move {
+            let mut stream = stream;
+            let mut buf = [0_u8; 64];
+            // EOF or a reset: the server closed it.
+            tokio::time::timeout(within, stream.read(&mut buf))
+                .await
+                .is_ok()
+        });
+    }
+    let mut open = 0;
+    while let Some(closed) = tasks.join_next().await {
+        if !closed.expect("task") {
+            open += 1;
+        }
+    }
+    assert_eq!(
+        open, 0,
+        "{what}: silent connections still open after {within:?}"
+    );
+}
+
+/// Item 6: connections that never send a byte are closed after the header timeout, on the
+/// REST API (10 s) and on the proxy (`[limits] header_read_timeout`), so they cannot lock
+/// other clients out.
+#[tokio::test]
+async fn silent_connections_are_closed_after_the_header_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options {
+        config: "[limits]\nheader_read_timeout = \"1s\"\n".to_owned(),
+        ..Options::default()
+    };
+    let rouse = Rouse::start(dir.path(), &options);
+    // Generous: only a failure waits this long; before the fix they were never closed
+    // (the api) or only after the 5 min idle timeout (the proxy).
+    let within = Duration::from_secs(40);
+    tokio::join!(
+        silent_connections_are_closed("api", rouse.api, 50, within),
+        silent_connections_are_closed("proxy", rouse.proxy, 50, within),
+    );
+    let (code, _) = rouse
+        .api("GET", "/v1/namespaces/default/sandboxes", None)
+        .await;
+    assert_eq!(code, 200, "the api still serves");
+}

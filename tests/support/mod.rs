@@ -37,6 +37,8 @@ pub struct Options {
     pub no_auth: bool,
     /// Start the admin listener (metrics) on 127.0.0.1:0.
     pub admin: bool,
+    /// More TOML appended to the config file (sections not written by the harness).
+    pub config: String,
 }
 
 /// A running `rouse up`; stopped with SIGINT when dropped.
@@ -65,7 +67,8 @@ impl Rouse {
             &config,
             format!(
                 "[api]\nlisten = \"127.0.0.1:0\"\n[http]\nlisten = \"127.0.0.1:0\"\n\
-                 [admin]\nlisten = \"{admin}\"\n"
+                 [admin]\nlisten = \"{admin}\"\n{}",
+                options.config
             ),
         )
         .expect("write config");
