@@ -34,7 +34,10 @@ const MAX_TRIES: usize = 4096;
 fn leased<R>(f: impl FnOnce(&mut HashSet<u16>) -> R) -> R {
     // A panic while holding the lock leaves a plain set that is still consistent.
     let mut guard = LEASED.lock().unwrap_or_else(PoisonError::into_inner);
-    f(guard.get_or_insert_with(HashSet::new))
+    let set = guard.get_or_insert_with(HashSet::new);
+    let out = f(set);
+    metrics::gauge!("rouse_controller_workload_ports_leased").set(set.len() as f64);
+    out
 }
 
 /// Keeps a workload's ports reserved in this process until dropped.
