@@ -63,7 +63,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) if err.downcast_ref::<cmd::client::ServerError>().is_some() => {
-            eprintln!("{err}");
+            // With its context, if any (e.g. where a missing token was looked for).
+            eprintln!("{err:#}");
             ExitCode::from(error_code)
         }
         Err(err) => {

@@ -425,6 +425,12 @@ async fn logs_and_auth() {
         .expect("runs");
     let (_, stderr) = expect(&output, 1);
     assert!(stderr.contains("Unauthorized"), "{stderr}");
+    // It says where it looked for a token.
+    let looked = elsewhere.path().join("token");
+    assert!(
+        stderr.contains("no token") && stderr.contains(&looked.display().to_string()),
+        "{stderr}"
+    );
     // No server listening: a clear error, exit 1.
     let (_, stderr) = expect(
         &api.run(&["get", "sandboxes", "--server", "http://127.0.0.1:1"])

@@ -70,3 +70,15 @@ pub(crate) async fn accept_loop<F, Fut>(
         );
     }
 }
+
+/// Waits until the client sent its first byte (or closed), at most `timeout`; false when it
+/// stayed silent. hyper's header timeout starts only once bytes arrive (its protocol
+/// detection waits before it), so without this a silent connection is held until the idle
+/// timeout: the header timeout runs from accept.
+pub(crate) async fn first_byte(stream: &TcpStream, timeout: std::time::Duration) -> bool {
+    let mut byte = [0_u8; 1];
+    matches!(
+        tokio::time::timeout(timeout, stream.peek(&mut byte)).await,
+        Ok(Ok(_))
+    )
+}

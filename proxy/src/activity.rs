@@ -5,10 +5,14 @@
 //! starts it, it reports at once, then at most once per `activity.report_interval` — and keeps
 //! reporting as a heartbeat while any connection is open. It ends after an interval with no
 //! activity and no open connection. There is no global sweep over sandboxes.
+//!
+//! Besides the coalesced reports, [`Router::last_activity`] is the live view: "now" while a
+//! connection is open, else when the last one closed. A suspender in the same process (`rouse
+//! up`) consults it, so a sandbox in use is never suspended between two reports.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::directory::{ActivityReport, SandboxKey};
 use crate::metrics as m;
@@ -23,6 +27,8 @@ pub struct SandboxActivity {
     open: AtomicU64,
     dirty: AtomicBool,
     reporter: AtomicBool,
+    /// When a connection last opened or closed, in milliseconds since the Unix epoch; 0 = never.
+    last_seen_ms: AtomicU64,
 }
 
 impl SandboxActivity {
@@ -41,6 +47,25 @@ impl SandboxActivity {
             connections_opened: self.opened.swap(0, Ordering::AcqRel),
             connections_open: self.open.load(Ordering::Acquire),
         }
+    }
+
+    /// When traffic was last seen: now while a connection is open, else when the last one
+    /// opened or closed; `None` when never.
+    pub fn last_activity(&self) -> Option<SystemTime> {
+        if self.open.load(Ordering::Acquire) > 0 {
+            return Some(SystemTime::now());
+        }
+        match self.last_seen_ms.load(Ordering::Acquire) {
+            0 => None,
+            ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.last_seen_ms.fetch_max(ms, Ordering::AcqRel);
     }
 
     fn busy(&self) -> bool {
@@ -64,6 +89,7 @@ impl ConnectionGuard {
         let activity = &slot.activity;
         activity.opened.fetch_add(1, Ordering::AcqRel);
         activity.open.fetch_add(1, Ordering::AcqRel);
+        activity.touch();
         activity.dirty.store(true, Ordering::Release);
         m::hot::CONNECTIONS_OPEN_BY_KIND[kind.index()].increment(1.0);
         let guard = Self { router, slot, kind };
@@ -113,9 +139,20 @@ impl ConnectionGuard {
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         let activity = &self.slot.activity;
+        // Touched before the count drops, so a reader never sees no connection and an older
+        // time.
+        activity.touch();
         activity.open.fetch_sub(1, Ordering::AcqRel);
         activity.dirty.store(true, Ordering::Release);
         m::hot::CONNECTIONS_OPEN_BY_KIND[self.kind.index()].decrement(1.0);
+    }
+}
+
+impl Router {
+    /// The live view of a sandbox's traffic: now while a connection to it is open, else when
+    /// its last connection opened or closed; `None` when never (or not in the table).
+    pub fn last_activity(&self, key: &SandboxKey) -> Option<SystemTime> {
+        self.slot(key)?.activity.last_activity()
     }
 }
 

@@ -158,3 +158,30 @@ async fn idle_client_connections_are_closed() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn two_host_headers_or_a_non_ascii_host_are_bad_requests() {
+    let backend = Backend::start().await;
+    let directory = TestDirectory::new();
+    directory.running("alice", backend.addr);
+    let proxy = start(config(""), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+    let cases: [(&[u8], &str); 2] = [
+        (
+            b"GET / HTTP/1.1\r\nHost: alice.default.sandbox.localhost\r\nHost: bob.default.sandbox.localhost\r\nConnection: close\r\n\r\n",
+            "more than one Host header",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: \xc3\xa9t\xc3\xa9.default.sandbox.localhost\r\nConnection: close\r\n\r\n",
+            "not ASCII",
+        ),
+    ];
+    for (request, reason) in cases {
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        stream.write_all(request).await.expect("write");
+        let answer = read_until_closed(&mut stream).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer:?}");
+        assert!(answer.contains(reason), "{answer:?}");
+    }
+    proxy.shutdown().await;
+}

@@ -61,6 +61,8 @@ impl std::error::Error for ServerError {}
 pub struct Client {
     base: String,
     token: Option<String>,
+    /// Where a token was looked for, when none was found: said with a 401.
+    token_hint: Option<String>,
     timeout: Duration,
     http: Http<HttpConnector, Full<Bytes>>,
 }
@@ -78,30 +80,44 @@ impl Connection {
                 self.server
             );
         }
-        let token = match &self.token {
-            Some(token) => Some(token.trim().to_owned()),
+        let (token, token_hint) = match &self.token {
+            Some(token) => (Some(token.trim().to_owned()), None),
             None => self.token_from_file()?,
         };
         Ok(Client {
             base,
             token,
+            token_hint,
             timeout: self.request_timeout,
             http: Http::builder(TokioExecutor::new()).build_http(),
         })
     }
 
-    fn token_from_file(&self) -> anyhow::Result<Option<String>> {
+    /// The token in the data directory's token file; without one, where it was looked for.
+    fn token_from_file(&self) -> anyhow::Result<(Option<String>, Option<String>)> {
         let Some(dir) = self
             .data_dir
             .clone()
             .or_else(rouse_shared::datadir::default_data_dir)
         else {
-            return Ok(None);
+            let hint = "no token: none given with --token or ROUSE_TOKEN, and no data directory \
+                        to read one from (--data-dir, ROUSE_DATA_DIR, $XDG_DATA_HOME or $HOME)";
+            return Ok((None, Some(hint.to_owned())));
         };
         let path = rouse_shared::datadir::token_file(&dir);
+        let missing = || {
+            Some(format!(
+                "no token: none given with --token or ROUSE_TOKEN, and {} has none",
+                path.display()
+            ))
+        };
         match std::fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(text.trim().to_owned()).filter(|t| !t.is_empty())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Ok(text) => {
+                let token = Some(text.trim().to_owned()).filter(|t| !t.is_empty());
+                let hint = if token.is_none() { missing() } else { None };
+                Ok((token, hint))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((None, missing())),
             Err(e) => Err(e).with_context(|| format!("cannot read the token {}", path.display())),
         }
     }
@@ -162,7 +178,7 @@ impl Client {
             .context("reading the response")?
             .to_bytes();
         if !status.is_success() {
-            return Err(server_error(status, &bytes).into());
+            return Err(self.failure(status, &bytes));
         }
         serde_json::from_slice(&bytes)
             .with_context(|| format!("{method} {path}: the response is not JSON"))
@@ -183,9 +199,18 @@ impl Client {
                 .context("the response body did not arrive in time")?
                 .context("reading the response")?
                 .to_bytes();
-            return Err(server_error(status, &bytes).into());
+            return Err(self.failure(status, &bytes));
         }
         Ok(response.into_body())
+    }
+
+    /// The error of a failure response; a 401 without a token says where one was looked for.
+    fn failure(&self, status: StatusCode, body: &[u8]) -> anyhow::Error {
+        let error = anyhow::Error::new(server_error(status, body));
+        match &self.token_hint {
+            Some(hint) if status == StatusCode::UNAUTHORIZED => error.context(hint.clone()),
+            _ => error,
+        }
     }
 }
 

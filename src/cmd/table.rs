@@ -99,7 +99,12 @@ pub fn row(kind: Kind, object: &Value, wide: bool, now: jiff::Timestamp) -> Vec<
                         .flatten()
                         .filter_map(|p| p.get("port").map(Value::to_string))
                         .collect();
-                    format!("{address}:{}", ports.join(","))
+                    // A sandbox without declared ports has an address only.
+                    if ports.is_empty() {
+                        address.to_owned()
+                    } else {
+                        format!("{address}:{}", ports.join(","))
+                    }
                 });
                 r.push(text("/status/podIPs/0"));
                 r.push(endpoint.unwrap_or_else(|| "<none>".to_owned()));
@@ -184,7 +189,28 @@ pub fn print(headers: &[&str], rows: &[Vec<String>]) {
 
 #[cfg(test)]
 mod tests {
-    use super::age;
+    use rouse_controller::api::Kind;
+    use serde_json::json;
+
+    use super::{age, row};
+
+    #[test]
+    fn the_wide_endpoint_of_a_portless_sandbox_is_its_address() {
+        let now: jiff::Timestamp = "2026-01-10T12:00:00Z".parse().expect("time");
+        let endpoint = |ports: serde_json::Value| {
+            let sandbox = json!({
+                "metadata": {"name": "a", "creationTimestamp": "2026-01-10T11:00:00Z"},
+                "status": {"endpoint": {"address": "127.0.0.1", "ports": ports}},
+            });
+            let r = row(Kind::Sandbox, &sandbox, true, now);
+            r[r.len() - 2].clone()
+        };
+        assert_eq!(endpoint(json!([])), "127.0.0.1");
+        assert_eq!(
+            endpoint(json!([{"containerPort": 80, "port": 4000}])),
+            "127.0.0.1:4000"
+        );
+    }
 
     #[test]
     fn ages_like_kubectl() {

@@ -12,11 +12,12 @@ mod config;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 use rouse_controller::api::{self, ApiConfig, ApiState};
-use rouse_controller::platform::local::{LocalConfig, LocalPlatform};
+use rouse_controller::platform::local::{ActivityView, LocalConfig, LocalPlatform};
 use rouse_controller::standalone;
 use rouse_controller::store::{EmbeddedStore, STORE_FILE_NAME};
 use rouse_proxy::{Proxy, StoreDirectory};
@@ -104,6 +105,8 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     };
     let directory = StoreDirectory::with_params(store.clone(), params);
     let proxy = Proxy::start(config.proxy.clone(), directory).await?;
+    // Idle suspend asks the proxy in this process whether a sandbox is in use right now.
+    platform.set_activity_view(Arc::new(ProxyActivity(proxy.router().clone())));
 
     let shutdown = CancellationToken::new();
     let driver = tokio::spawn(standalone::run(store.clone(), platform, shutdown.clone()));
@@ -172,6 +175,16 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
             println!("stopped");
             Ok(())
         }
+    }
+}
+
+/// The proxy's live view of traffic, for the local platform's idle suspend.
+struct ProxyActivity(rouse_proxy::Router);
+
+impl ActivityView for ProxyActivity {
+    fn last_activity(&self, key: &rouse_shared::store::ObjectKey) -> Option<jiff::Timestamp> {
+        let at = self.0.last_activity(key)?;
+        jiff::Timestamp::try_from(at).ok()
     }
 }
 

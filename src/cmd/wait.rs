@@ -9,7 +9,7 @@ use http_body_util::BodyExt;
 use rouse_controller::api::Kind;
 use serde_json::Value;
 
-use super::client::{Client, Connection, block_on, encode, is_not_found, kind_arg};
+use super::client::{Client, Connection, block_on, encode, kind_arg};
 use super::table::condition;
 
 /// Arguments of `rouse wait`.
@@ -101,6 +101,16 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The first pause before listing again after a watch failed or ended without an event.
+const BACKOFF_MIN: Duration = Duration::from_millis(200);
+/// The longest such pause.
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Lists the one object (by field selector) and watches from the list's resourceVersion,
+/// which the server's watch history always holds, unlike an old object's own version (after
+/// a restart of `rouse up` the history starts afresh). A watch that fails (`ERROR`, e.g. 410
+/// Expired) or ends without an event is retried after a pause that doubles up to
+/// [`BACKOFF_MAX`], so a broken watch never turns into a request loop.
 async fn wait(
     client: &Client,
     kind: Kind,
@@ -108,46 +118,86 @@ async fn wait(
     name: &str,
     goal: &Goal,
 ) -> anyhow::Result<()> {
+    let selector = encode(&format!("metadata.name={name}"));
+    let collection = Client::collection(kind, Some(ns));
+    let mut backoff = BACKOFF_MIN;
     loop {
-        let object = match client.get(&Client::object(kind, ns, name)).await {
-            Ok(object) => object,
-            Err(e) if *goal == Goal::Deleted && is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        if goal.met(&object) {
-            return Ok(());
+        let list = client
+            .get(&format!("{collection}?fieldSelector={selector}"))
+            .await?;
+        match list["items"].as_array().and_then(|items| items.first()) {
+            None if *goal == Goal::Deleted => return Ok(()),
+            None => bail!(
+                "Error from server (NotFound): {} \"{name}\" not found",
+                kind.plural()
+            ),
+            Some(object) if goal.met(object) => return Ok(()),
+            Some(_) => {}
         }
-        let version = object["metadata"]["resourceVersion"]
+        let version = list["metadata"]["resourceVersion"]
             .as_str()
             .unwrap_or_default();
         let path = format!(
-            "{}?watch=true&resourceVersion={}&fieldSelector={}",
-            Client::collection(kind, Some(ns)),
+            "{collection}?watch=true&resourceVersion={}&fieldSelector={selector}",
             encode(version),
-            encode(&format!("metadata.name={name}"))
         );
-        let mut body = client.stream(&path).await?;
-        let mut buffer = Vec::new();
-        // Read events until the goal is met; when the stream ends or expires, read again.
-        while let Some(frame) = body.frame().await {
-            let Ok(data) = frame.context("reading the watch")?.into_data() else {
-                continue;
-            };
-            buffer.extend_from_slice(&data);
-            while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buffer.drain(..=end).collect();
-                let event: Value = serde_json::from_slice(&line).context("a watch event")?;
-                match event["type"].as_str() {
-                    Some("DELETED") if *goal == Goal::Deleted => return Ok(()),
-                    Some("DELETED") => {
-                        bail!("{}/{name} was deleted", kind.qualified_singular())
-                    }
-                    Some("ADDED" | "MODIFIED") if goal.met(&event["object"]) => return Ok(()),
-                    _ => {}
-                }
+        match watch(client, &path, kind, name, goal).await? {
+            WatchEnd::Met => return Ok(()),
+            WatchEnd::Progressed => backoff = BACKOFF_MIN,
+            WatchEnd::Failed => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
             }
         }
     }
+}
+
+/// How one watch ended.
+enum WatchEnd {
+    /// The goal was met.
+    Met,
+    /// It ended after at least one event: list again at once.
+    Progressed,
+    /// It failed (an `ERROR` event) or ended with no event: list again after a pause.
+    Failed,
+}
+
+async fn watch(
+    client: &Client,
+    path: &str,
+    kind: Kind,
+    name: &str,
+    goal: &Goal,
+) -> anyhow::Result<WatchEnd> {
+    let mut body = client.stream(path).await?;
+    let mut buffer = Vec::new();
+    let mut events = 0_u64;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.context("reading the watch")?.into_data() else {
+            continue;
+        };
+        buffer.extend_from_slice(&data);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let event: Value = serde_json::from_slice(&line).context("a watch event")?;
+            match event["type"].as_str() {
+                Some("DELETED") if *goal == Goal::Deleted => return Ok(WatchEnd::Met),
+                Some("DELETED") => {
+                    bail!("{}/{name} was deleted", kind.qualified_singular())
+                }
+                Some("ADDED" | "MODIFIED") if goal.met(&event["object"]) => {
+                    return Ok(WatchEnd::Met);
+                }
+                Some("ERROR") => return Ok(WatchEnd::Failed),
+                _ => events += 1,
+            }
+        }
+    }
+    Ok(if events > 0 {
+        WatchEnd::Progressed
+    } else {
+        WatchEnd::Failed
+    })
 }
 
 #[cfg(test)]

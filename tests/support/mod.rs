@@ -19,6 +19,8 @@ mod http;
 mod manifest;
 
 pub use http::http;
+// Each test binary uses a different part of the harness.
+#[allow(unused_imports)]
 pub use manifest::{SERVE, sandbox};
 
 /// Bounds every wait of a test; only a failure ever takes this long.
@@ -35,6 +37,8 @@ pub struct Options {
     pub no_auth: bool,
     /// Start the admin listener (metrics) on 127.0.0.1:0.
     pub admin: bool,
+    /// More TOML appended to the config file (sections not written by the harness).
+    pub config: String,
 }
 
 /// A running `rouse up`; stopped with SIGINT when dropped.
@@ -63,7 +67,8 @@ impl Rouse {
             &config,
             format!(
                 "[api]\nlisten = \"127.0.0.1:0\"\n[http]\nlisten = \"127.0.0.1:0\"\n\
-                 [admin]\nlisten = \"{admin}\"\n"
+                 [admin]\nlisten = \"{admin}\"\n{}",
+                options.config
             ),
         )
         .expect("write config");
@@ -150,6 +155,11 @@ impl Rouse {
             .collect::<Vec<_>>()
             .join("\n");
         panic!("{message}\n--- rouse up stderr (last 80 lines) ---\n{tail}");
+    }
+
+    /// The pid of `rouse up` while it runs.
+    pub fn pid(&self) -> Option<i32> {
+        self.child.as_ref().and_then(|c| i32::try_from(c.id()).ok())
     }
 
     /// Stops `rouse up` with SIGINT and waits for it to exit; true when it exited cleanly.
@@ -360,4 +370,33 @@ pub async fn eventually(what: &str, check: impl Fn() -> bool) {
         assert!(Instant::now() < until, "not {what} within {DEADLINE:?}");
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// The pids of live processes that are workloads of the data directory `data`: their
+/// environment says so (`ROUSE_OWNER`), or they run in a directory under it (the process
+/// runtime's working directory is a volume or scratch directory).
+pub fn workload_processes(data: &Path) -> Vec<i32> {
+    let owner = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_path_buf());
+    let marker = format!("ROUSE_OWNER={}", owner.display());
+    let mut pids = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let marked = std::fs::read(entry.path().join("environ"))
+            .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()));
+        let inside =
+            std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(&owner));
+        if (marked || inside) && alive(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
 }

@@ -24,14 +24,20 @@ pub(crate) async fn require_token(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer_token);
     match given {
         Some(given) if constant_time_eq(given.as_bytes(), expected.as_bytes()) => {
             next.run(request).await
         }
         _ => Failure::unauthorized().into_response(),
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` value; the scheme name is
+/// case-insensitive (RFC 7235), so `bearer` and `BEARER` work too.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// Compares two byte strings in time that depends only on their lengths, so a wrong token

@@ -35,7 +35,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxSnapshot, SandboxTemplate, SandboxWarmPool};
 use rouse_shared::store::Store;
@@ -272,7 +271,6 @@ pub async fn serve<S: ApiStore>(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_read_timeout);
-    let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let mut connections = JoinSet::new();
     tracing::info!(api.addr = ?listener.local_addr().ok(), "rest api listening");
@@ -300,14 +298,31 @@ pub async fn serve<S: ApiStore>(
             },
         };
         let service = TowerToHyperService::new(app.clone());
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
+        let (builder, shutdown) = (builder.clone(), shutdown.clone());
+        let header_timeout = config.header_read_timeout;
         let span = tracing::debug_span!("api_connection", client.addr = %peer);
         connections.spawn(
             async move {
-                if let Err(e) = connection.await {
+                // hyper's header timeout starts with the first byte (the protocol detection
+                // waits before it), so a client that sends nothing would hold its slot for
+                // ever: the timeout runs from accept.
+                if !first_byte(&stream, header_timeout).await {
+                    metrics::counter!("rouse_controller_api_silent_connections_closed_total")
+                        .increment(1);
+                    drop(slot);
+                    return;
+                }
+                let connection =
+                    builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                tokio::pin!(connection);
+                let result = tokio::select! {
+                    result = connection.as_mut() => result,
+                    () = shutdown.cancelled() => {
+                        connection.as_mut().graceful_shutdown();
+                        connection.await
+                    }
+                };
+                if let Err(e) = result {
                     tracing::debug!(error = %e, "api connection ended with an error");
                 }
                 drop(slot);
@@ -316,14 +331,25 @@ pub async fn serve<S: ApiStore>(
         );
     }
     drop(listener);
+    let drained = async { while connections.join_next().await.is_some() {} };
     tokio::select! {
-        () = graceful.shutdown() => {}
+        () = drained => {}
         () = tokio::time::sleep(config.drain_timeout) => {
             tracing::warn!(api.open_connections = connections.len(), "api connections still open after the drain timeout; closing them");
         }
     }
     connections.shutdown().await;
     Ok(())
+}
+
+/// Waits until the client sent its first byte (or closed), at most `timeout`; false when it
+/// stayed silent.
+async fn first_byte(stream: &tokio::net::TcpStream, timeout: Duration) -> bool {
+    let mut byte = [0_u8; 1];
+    matches!(
+        tokio::time::timeout(timeout, stream.peek(&mut byte)).await,
+        Ok(Ok(_))
+    )
 }
 
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.

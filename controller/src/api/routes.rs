@@ -73,6 +73,14 @@ pub(super) async fn list<S: ApiStore>(
         namespace,
         selector,
     };
+    if let Some(version) = q.get("resourceVersion")
+        && !version.is_empty()
+        && version.parse::<u64>().is_err()
+    {
+        return Err(Failure::bad_request(format!(
+            "invalid resourceVersion {version:?}: it must be a number as the server gave it"
+        )));
+    }
     if flag(&q, "watch")? {
         let request = watch::WatchRequest {
             kind,

@@ -264,6 +264,12 @@ impl Observed {
         }
     }
 
+    /// The platform's live view says traffic was last seen at `at`.
+    pub(crate) fn live(mut self, at: Timestamp) -> Self {
+        self.activity = Some(at);
+        self
+    }
+
     pub(crate) fn workload(mut self, workload: Workload) -> Self {
         self.workloads.push(workload);
         self

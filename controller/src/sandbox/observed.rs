@@ -17,6 +17,10 @@ pub struct Observed {
     /// DNS suffix of Services, e.g. `cluster.local`; `serviceFQDN` is
     /// `<name>.<namespace>.svc.<cluster_domain>`.
     pub cluster_domain: String,
+    /// The data plane's live view of the sandbox's traffic, where the platform has one
+    /// (standalone mode: the proxy in the same process): now while a connection is open, else
+    /// when the last one closed. Idle suspend counts it like `status.lastActivityTime`.
+    pub activity: Option<jiff::Timestamp>,
 }
 
 /// One workload (a Pod, or a local process) and its state.

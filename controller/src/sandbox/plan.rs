@@ -8,7 +8,10 @@
 //! - Idle suspend: with `suspension.idleTimeoutSeconds` set and the sandbox running, once that
 //!   long passed since the idle clock started, set `spec.operatingMode: Suspended`. The clock
 //!   starts at the latest of `lastActivityTime`, creation, the last `Ready=True` transition and
-//!   the last resume (`Suspended` turning `False/NotSuspended`), so a resume counts as activity.
+//!   the last resume (`Suspended` turning `False/NotSuspended`), so a resume counts as activity,
+//!   and the platform's live view of the traffic (`Observed::activity`) where it has one.
+//!   Stored times have whole seconds (the API's `Time` drops the fraction), so each is taken
+//!   as the end of its second: a sandbox is never suspended early, at most one second late.
 //!   Before the deadline: requeue at it.
 //! - `operatingMode: Suspended` deletes the workload only; `Running` (re)creates it on the same
 //!   volumes. Volumes are ensured whenever the sandbox is not expired.
@@ -77,7 +80,7 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
     let mut mode = spec.effective_operating_mode();
     if mode == OperatingMode::Running
         && !expired
-        && let Some(deadline) = idle_deadline(sandbox, &previous, now)
+        && let Some(deadline) = idle_deadline(sandbox, &previous, observed.activity, now)
     {
         if deadline <= now {
             out.sandbox_ops.push(SandboxOp::Suspend);
@@ -350,23 +353,36 @@ fn suspended(current: &Current<'_>, mode: OperatingMode, deleting: bool) -> Want
 }
 
 /// When the sandbox becomes idle, if it has an idle timeout; see the module documentation.
-fn idle_deadline(sandbox: &Sandbox, previous: &SandboxStatus, now: Timestamp) -> Option<Timestamp> {
+fn idle_deadline(
+    sandbox: &Sandbox,
+    previous: &SandboxStatus,
+    live: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<Timestamp> {
     let seconds = sandbox.spec.suspension.as_ref()?.idle_timeout_seconds?;
     let resumed = match find(&previous.conditions, condition::SUSPENDED) {
         Some(c) if c.status == FALSE && c.reason == reason::NOT_SUSPENDED => {
-            c.last_transition_time.0
+            end_of_second(c.last_transition_time.0)
         }
         // Not running before this reconcile: it is resuming (or starting) now.
         _ => now,
     };
     let became_ready = find(&previous.conditions, condition::READY)
         .filter(|c| c.status == TRUE)
-        .map(|c| c.last_transition_time.0);
+        .map(|c| end_of_second(c.last_transition_time.0));
     let start = [
         Some(resumed),
         became_ready,
-        previous.last_activity_time.as_ref().map(|t| t.0),
-        sandbox.meta().creation_timestamp.as_ref().map(|t| t.0),
+        previous
+            .last_activity_time
+            .as_ref()
+            .map(|t| end_of_second(t.0)),
+        sandbox
+            .meta()
+            .creation_timestamp
+            .as_ref()
+            .map(|t| end_of_second(t.0)),
+        live,
     ]
     .into_iter()
     .flatten()
@@ -376,6 +392,18 @@ fn idle_deadline(sandbox: &Sandbox, previous: &SandboxStatus, now: Timestamp) ->
             .saturating_add(jiff::SignedDuration::from_secs(seconds.max(0)))
             .unwrap_or(start),
     )
+}
+
+/// The latest instant a stored time of whole seconds may stand for: a time without a fraction
+/// lost it when stored (and a reported time may have been rounded to the nearest second), so
+/// the idle clock takes the end of that second. Times with a fraction are exact.
+fn end_of_second(t: Timestamp) -> Timestamp {
+    if t.subsec_nanosecond() == 0 {
+        t.checked_add(jiff::SignedDuration::from_secs(1))
+            .unwrap_or(t)
+    } else {
+        t
+    }
 }
 
 /// The time from `now` to `deadline`, at least one millisecond so a requeue never spins.

@@ -430,7 +430,49 @@ fn lifecycle_rules() {
                 nothing().workload(Workload::ready("alice")),
                 now(),
             ),
-            want: requeue(want(&[], &[], "True/DependenciesReady", NOT_SUSPENDED), 40),
+            // A stored time stands for the end of its second: 60 - 20 + 1.
+            want: requeue(want(&[], &[], "True/DependenciesReady", NOT_SUSPENDED), 41),
+        },
+        Case {
+            name: "idle: a whole-second activity time a timeout ago is not yet idle",
+            given: (
+                sb().idle_after(1)
+                    .condition("Suspended", "False", "NotSuspended", at(-3000))
+                    .condition("Ready", "True", "DependenciesReady", at(-2900))
+                    .last_activity(at(-1)),
+                nothing().workload(Workload::ready("alice")),
+                now(),
+            ),
+            want: requeue(want(&[], &[], "True/DependenciesReady", NOT_SUSPENDED), 1),
+        },
+        Case {
+            name: "idle: an open connection (live activity now) keeps it running",
+            given: (
+                sb().idle_after(5)
+                    .condition("Suspended", "False", "NotSuspended", at(-3000))
+                    .condition("Ready", "True", "DependenciesReady", at(-2900))
+                    .last_activity(at(-600)),
+                nothing().workload(Workload::ready("alice")).live(now()),
+                now(),
+            ),
+            want: requeue(want(&[], &[], "True/DependenciesReady", NOT_SUSPENDED), 5),
+        },
+        Case {
+            name: "idle: live activity older than the timeout suspends",
+            given: (
+                sb().idle_after(5)
+                    .condition("Suspended", "False", "NotSuspended", at(-3000))
+                    .condition("Ready", "True", "DependenciesReady", at(-2900))
+                    .last_activity(at(-600)),
+                nothing().workload(Workload::ready("alice")).live(at(-5)),
+                now(),
+            ),
+            want: want(
+                &["delete_workload alice"],
+                &[Suspend],
+                "False/SandboxSuspended",
+                "False/PodTerminating",
+            ),
         },
         Case {
             name: "idle: timeout passed since the last activity, suspend",
@@ -438,7 +480,7 @@ fn lifecycle_rules() {
                 sb().idle_after(60)
                     .condition("Suspended", "False", "NotSuspended", at(-3000))
                     .condition("Ready", "True", "DependenciesReady", at(-2900))
-                    .last_activity(at(-60)),
+                    .last_activity(at(-61)),
                 nothing().workload(Workload::ready("alice")),
                 now(),
             ),
@@ -458,7 +500,7 @@ fn lifecycle_rules() {
                 nothing().workload(Workload::ready("alice")),
                 now(),
             ),
-            want: requeue(want(&[], &[], "True/DependenciesReady", NOT_SUSPENDED), 500),
+            want: requeue(want(&[], &[], "True/DependenciesReady", NOT_SUSPENDED), 501),
         },
         Case {
             name: "idle: a resume counts as activity (old lastActivityTime ignored)",

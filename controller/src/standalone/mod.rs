@@ -5,7 +5,8 @@
 //! became ready) and the plan's `requeue_after` timers feed one work queue with per-key
 //! dedupe; at most [`DriverConfig::concurrency`] reconciles run at once. On start, every
 //! sandbox is reconciled, so those with `operatingMode: Running` start again from the store's
-//! state; on shutdown, every workload is stopped with its grace period before `run` returns.
+//! state, after the directories of sandboxes that no longer exist were removed; on shutdown,
+//! every workload is stopped with its grace period before `run` returns.
 
 mod feed;
 mod queue;
@@ -132,6 +133,7 @@ where
         known: HashSet::new(),
         jobs: JoinSet::new(),
     };
+    let mut swept = false;
     let mut resync = tokio::time::interval(config.resync);
     resync.reset();
     tracing::info!(
@@ -147,7 +149,21 @@ where
                 Ok((key, outcome)) => driver.finished(key, outcome),
                 Err(error) => tracing::error!(%error, "reconcile task failed"),
             },
-            Some(feed) = feed_rx.recv() => driver.feed(feed),
+            Some(feed) = feed_rx.recv() => {
+                if let Feed::Listed(keys) = &feed
+                    && !swept
+                {
+                    // Before any reconcile: directories of sandboxes deleted while no run
+                    // watched (or whose cleanup a crash cut short) must not outlive them.
+                    swept = true;
+                    let existing: HashSet<ObjectKey> = keys.iter().cloned().collect();
+                    let removed = driver.platform.sweep(&existing).await;
+                    if removed > 0 {
+                        tracing::warn!(sandboxes = removed, "removed the directories of sandboxes that no longer exist");
+                    }
+                }
+                driver.feed(feed);
+            }
             Some(key) = changes.recv() => driver.queue.add(key),
             () = sleep_until(next_due), if next_due.is_some() => driver.queue.promote(Instant::now()),
             _ = resync.tick() => driver.resync(),

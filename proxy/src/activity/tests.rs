@@ -102,3 +102,27 @@ async fn reports_are_coalesced_per_interval_and_beat_while_open() {
     assert_eq!(reports.len(), 6);
     assert_eq!(reports[5].0, again);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_live_view_is_now_while_open_and_the_close_time_after() {
+    let recorder = Recorder::default();
+    let (router, key) = router(&recorder);
+    assert_eq!(router.last_activity(&key), None, "never used");
+    assert_eq!(
+        router.last_activity(&SandboxKey::new("default", "nobody")),
+        None
+    );
+
+    let guard = router.guard(&key, ConnKind::Http).expect("slot");
+    let before = std::time::SystemTime::now();
+    let seen = router.last_activity(&key).expect("open");
+    assert!(seen >= before, "an open connection is activity now");
+    drop(guard);
+    let closed = router.last_activity(&key).expect("closed");
+    let after = std::time::SystemTime::now();
+    assert!(closed <= after, "a closed connection keeps its close time");
+    assert!(
+        after.duration_since(closed).unwrap_or_default() < Duration::from_secs(5),
+        "the close time is recent"
+    );
+}

@@ -141,7 +141,16 @@ pub(crate) async fn accept_loop(router: Router, listener: TcpListener) {
         listener,
         crate::route::ConnKind::Http,
         crate::accept::RateLimit::PerRequest,
-        |router, stream, peer| serve_http_connection(router, stream, peer, Scheme::Http),
+        |router, stream, peer| async move {
+            let timeout = router.config().limits.header_read_timeout;
+            if crate::accept::first_byte(&stream, timeout).await {
+                serve_http_connection(router, stream, peer, Scheme::Http).await;
+            } else {
+                metrics::counter!(m::DOWNSTREAM_ERRORS_TOTAL, "reason" => "header_timeout")
+                    .increment(1);
+                tracing::debug!(client.addr = %peer, "client sent nothing within the header timeout");
+            }
+        },
     )
     .await;
 }

@@ -61,7 +61,7 @@ async fn proxy(
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let (peer, scheme) = (conn.peer, conn.scheme);
     router.check_rate(peer.ip())?;
-    let host = request_host(&req).ok_or(ProxyError::NoHost)?;
+    let host = request_host(&req)?;
     let target = target_of(router, req.headers(), &host)?;
     let guard =
         router
@@ -125,15 +125,25 @@ async fn proxy(
     Ok(Response::from_parts(parts, body))
 }
 
-/// The request's host: the URI authority (HTTP/2, absolute-form) or the `Host` header.
-fn request_host(req: &Request<Incoming>) -> Option<String> {
+/// The request's host: the URI authority (HTTP/2, absolute-form) or the one `Host` header.
+/// Two `Host` headers or one that is not visible ASCII are a bad request (RFC 9112 §3.2),
+/// never a guess at which one to route by.
+fn request_host(req: &Request<Incoming>) -> Result<String, ProxyError> {
     if let Some(authority) = req.uri().authority() {
-        return Some(authority.as_str().to_owned());
+        return Ok(authority.as_str().to_owned());
     }
-    req.headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let host = hosts.next().ok_or(ProxyError::NoHost)?;
+    if hosts.next().is_some() {
+        return Err(ProxyError::BadRequest(
+            "more than one Host header".to_owned(),
+        ));
+    }
+    host.to_str().map(str::to_owned).map_err(|_| {
+        ProxyError::BadRequest(
+            "the Host header is not ASCII: use the punycode (xn--) form of the name".to_owned(),
+        )
+    })
 }
 
 /// The target of a request with these headers and host: the upstream router headers when

@@ -287,3 +287,37 @@ async fn a_client_leaving_frees_its_stream() {
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive_and_a_bad_version_is_a_bad_request() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start().await;
+    let addr = server.client.addr();
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!(
+            "GET {SANDBOXES} HTTP/1.1\r\nHost: x\r\nAuthorization: {scheme} {TOKEN}\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut response = String::new();
+        tokio::time::timeout(DEADLINE, stream.read_to_string(&mut response))
+            .await
+            .expect("response in time")
+            .expect("read");
+        assert!(response.starts_with("HTTP/1.1 200"), "{scheme}: {response}");
+    }
+    for path in [
+        format!("{SANDBOXES}?resourceVersion=abc"),
+        format!("{SANDBOXES}?watch=true&resourceVersion=abc"),
+    ] {
+        let got = server.client.get(&path).await;
+        assert_status(&got, 400, "BadRequest");
+        let body = got.1;
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("resourceVersion")),
+            "{body}"
+        );
+    }
+}

@@ -117,6 +117,8 @@ impl Platform for KubePlatform {
             volumes,
             service,
             cluster_domain: self.cluster_domain.clone(),
+            // The proxy runs apart; its reports reach the status instead.
+            activity: None,
         })
     }
 

@@ -14,6 +14,10 @@ use tokio::process::{Child, Command};
 use super::error::Error;
 use super::layout::ensure_parent;
 
+/// The environment variable that marks every workload process with the data directory of the
+/// `rouse up` that started it (inherited by everything the workload starts).
+pub const OWNER_ENV: &str = "ROUSE_OWNER";
+
 /// How long a stop waits for the group leader after SIGKILL before giving up on it.
 pub(crate) const KILL_WAIT: Duration = Duration::from_secs(10);
 
@@ -31,8 +35,10 @@ pub struct Launch {
 }
 
 impl Launch {
-    /// Starts the program in a new process group with stdout and stderr appended to `log`.
-    pub fn spawn(&self, log: &Path) -> std::io::Result<Child> {
+    /// Starts the program in a new process group with stdout and stderr appended to `log`,
+    /// marked with [`OWNER_ENV`]`=owner` (the data directory) before it runs, so a crash at any
+    /// moment of the start leaves no process the next start cannot find.
+    pub fn spawn(&self, log: &Path, owner: &Path) -> std::io::Result<Child> {
         rotate_log(log);
         let out = open_log(log)?;
         let err = out.try_clone()?;
@@ -41,6 +47,7 @@ impl Launch {
             .args(&self.args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env(OWNER_ENV, owner)
             .current_dir(&self.cwd)
             .stdin(Stdio::null())
             .stdout(out)

@@ -2,6 +2,7 @@
 //! runtime) or under gVisor's `runsc` (`gvisor` runtime), volumes are directories under the
 //! data directory, and each sandbox's output goes to a log file.
 
+mod activity;
 mod env;
 mod error;
 mod gvisor;
@@ -14,7 +15,9 @@ mod probe;
 mod process;
 mod spec;
 mod supervisor;
+mod sweep;
 
+pub use activity::ActivityView;
 pub use error::{Error, Result};
 pub use gvisor::{INSTALL_HINT, Runsc};
 pub use launch::MAX_LOG_BYTES;

@@ -3,12 +3,18 @@
 //!
 //! A file holds the group id and the leader's start time (field 22 of `/proc/<pid>/stat`); a
 //! group is only killed when both still match, so a reused pid is never signalled.
+//!
+//! A pid file can only be written once the process exists, so a crash between the two would
+//! leave a process no file names. Every workload process therefore also carries
+//! [`OWNER_ENV`]`=<data dir>` in its environment from before it runs; [`kill_marked`] finds
+//! those by their environment.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::sys::signal::Signal;
 
-use super::launch::signal_group;
+use super::launch::{OWNER_ENV, signal_group};
 use super::layout::ensure_parent;
 
 /// Records a running workload's process group (its leader's pid).
@@ -56,6 +62,45 @@ pub fn kill_leftovers(dir: &Path) -> usize {
     killed
 }
 
+/// Kills every process (other than this one) whose environment says it is a workload of the
+/// data directory `owner`; returns how many there were.
+pub fn kill_marked(owner: &Path) -> usize {
+    let mut marker = OWNER_ENV.as_bytes().to_vec();
+    marker.push(b'=');
+    marker.extend_from_slice(owner.as_os_str().as_bytes());
+    let me = std::process::id();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut killed = 0;
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|b| *b == 0)
+            .any(|var| var == marker.as_slice())
+        {
+            tracing::info!(workload.pid = pid, owner = %owner.display(), "killing a workload process left by a previous run");
+            if let Ok(raw) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), Signal::SIGKILL);
+                killed += 1;
+            }
+        }
+    }
+    killed
+}
+
 /// The group id of a pid file's content if its leader is still the process it was.
 fn live_group(content: &str) -> Option<u32> {
     let mut parts = content.split_whitespace();
@@ -75,7 +120,34 @@ fn start_time(pid: u32) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{live_group, start_time};
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::{OWNER_ENV, kill_marked, live_group, start_time};
+
+    #[test]
+    fn marked_processes_of_the_data_dir_are_killed_and_others_kept() {
+        let ours = tempfile::tempdir().expect("tempdir");
+        let theirs = tempfile::tempdir().expect("tempdir");
+        let spawn = |owner: &std::path::Path| {
+            std::process::Command::new("sleep")
+                .arg("60")
+                .env(OWNER_ENV, owner)
+                .spawn()
+                .expect("spawn sleep")
+        };
+        // As if the previous run was killed right after the spawn, before any pid file.
+        let mut orphan = spawn(ours.path());
+        let mut other = spawn(theirs.path());
+        assert_eq!(kill_marked(ours.path()), 1);
+        let status = orphan.wait().expect("wait");
+        assert_eq!(status.signal(), Some(9), "the orphan is killed");
+        assert!(
+            other.try_wait().expect("try_wait").is_none(),
+            "another data dir's workload runs on"
+        );
+        let _ = other.kill();
+        let _ = other.wait();
+    }
 
     #[test]
     fn own_process_is_live_and_a_changed_start_time_is_not() {

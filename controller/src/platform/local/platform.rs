@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -12,12 +12,14 @@ use rouse_shared::api::{EndpointPort, Sandbox};
 use rouse_shared::store::ObjectKey;
 use tokio::sync::mpsc;
 
+use super::activity::ActivityView;
 use super::error::Error;
 use super::gvisor::Runsc;
 use super::layout::{Layout, ensure_dir};
 use super::pidfile;
 use super::spec::{LaunchSpec, PortSpec};
 use super::supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
+use super::sweep::{self, Claim};
 use crate::platform::{Platform, PlatformError, Result};
 use crate::sandbox::{self, Action, Observed, ObservedService, ObservedVolume};
 
@@ -64,6 +66,7 @@ struct Inner {
     state: Mutex<State>,
     changes_tx: mpsc::Sender<ObjectKey>,
     changes_rx: Mutex<Option<mpsc::Receiver<ObjectKey>>>,
+    activity: OnceLock<Arc<dyn ActivityView>>,
 }
 
 #[derive(Default)]
@@ -96,9 +99,13 @@ impl LocalPlatform {
     /// data directory (after opening the embedded store, whose file lock says so); the
     /// driver calls [`LocalPlatform::recover`] for leftover gVisor containers.
     pub fn new(config: LocalConfig) -> Result<Self, Error> {
-        let layout = Layout::new(&config.data_dir);
-        ensure_dir(layout.data())?;
-        let killed = pidfile::kill_leftovers(&layout.pid_dir());
+        ensure_dir(&config.data_dir)?;
+        // Absolute, so the owner mark of workloads names this directory however it was given.
+        let data = std::fs::canonicalize(&config.data_dir)
+            .map_err(|e| Error::data_dir(&config.data_dir, e))?;
+        let layout = Layout::new(data);
+        let killed =
+            pidfile::kill_leftovers(&layout.pid_dir()) + pidfile::kill_marked(layout.data());
         if killed > 0 {
             tracing::warn!(
                 workloads = killed,
@@ -113,6 +120,7 @@ impl LocalPlatform {
                 state: Mutex::new(State::default()),
                 changes_tx,
                 changes_rx: Mutex::new(Some(changes_rx)),
+                activity: OnceLock::new(),
             }),
         })
     }
@@ -124,6 +132,12 @@ impl LocalPlatform {
             Ok(runsc) if self.inner.layout.runsc_root().exists() => runsc.delete_all().await,
             _ => 0,
         }
+    }
+
+    /// Lets idle suspend consult the data plane's live view of each sandbox's traffic (see
+    /// [`ActivityView`]); set once, later calls are ignored.
+    pub fn set_activity_view(&self, view: Arc<dyn ActivityView>) {
+        let _ = self.inner.activity.set(view);
     }
 
     /// The paths under the data directory.
@@ -171,22 +185,35 @@ impl LocalPlatform {
         if let Some(entry) = workload {
             entry.workload.stop().await;
         }
-        let layout = &self.inner.layout;
-        for dir in [
-            layout
-                .data()
-                .join("volumes")
-                .join(&key.namespace)
-                .join(&key.name),
-            layout.scratch_dir(key),
-            layout.bundle_dir(key),
-        ] {
-            if let Err(error) = std::fs::remove_dir_all(&dir)
-                && error.kind() != std::io::ErrorKind::NotFound
-            {
-                tracing::warn!(sandbox.key = %key, path = %dir.display(), %error, "removing a deleted sandbox's directory failed");
-            }
+        sweep::remove_dirs(&self.inner.layout, key);
+    }
+
+    /// Removes what sandboxes missing from `existing` left: their workloads and directories
+    /// (see [`super::sweep`]). The driver calls it on its first list, before any reconcile;
+    /// returns how many sandbox names were swept.
+    pub async fn sweep(&self, existing: &std::collections::HashSet<ObjectKey>) -> usize {
+        let stale = sweep::stale_keys(&self.inner.layout, existing);
+        for key in &stale {
+            tracing::info!(sandbox.key = %key, "removing the directories of a sandbox that no longer exists");
+            self.remove(key).await;
         }
+        stale.len()
+    }
+
+    /// The directories under a sandbox's name belonged to a deleted sandbox of that name: its
+    /// workload goes first, then its data, so the new sandbox never sees it.
+    fn reclaim(&self, key: &ObjectKey) {
+        let running = lock(&self.inner.state)
+            .workloads
+            .get(key)
+            .is_some_and(|e| e.workload.status().phase != WorkloadPhase::Stopped);
+        if running {
+            // Wiped on a later pass, once the old workload is gone (its stop notifies).
+            self.stop_workload(key);
+            return;
+        }
+        tracing::warn!(sandbox.key = %key, "removing the directories a deleted sandbox of the same name left");
+        sweep::remove_dirs(&self.inner.layout, key);
     }
 
     /// Stops every workload (SIGTERM, the grace period, SIGKILL), all at once, and waits.
@@ -210,6 +237,11 @@ impl LocalPlatform {
 
     fn observe_sandbox(&self, sandbox: &Sandbox) -> Observed {
         let key = ObjectKey::of(sandbox);
+        if let Some(uid) = sandbox.metadata.uid.as_deref()
+            && sweep::claim(&self.inner.layout, &key, uid) == Claim::Stale
+        {
+            self.reclaim(&key);
+        }
         let mut state = lock(&self.inner.state);
         // A supervisor that finished stopping is gone: drop its entry now.
         if state
@@ -242,6 +274,11 @@ impl LocalPlatform {
             volumes,
             service,
             cluster_domain: self.inner.config.cluster_domain.clone(),
+            activity: self
+                .inner
+                .activity
+                .get()
+                .and_then(|view| view.last_activity(&key)),
         }
     }
 

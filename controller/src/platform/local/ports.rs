@@ -2,12 +2,15 @@
 //! declared container port.
 //!
 //! A port is found by binding `127.0.0.1:0` and closing the listener again, then handed to the
-//! workload. Between the close and the workload's own bind another process may take the port;
-//! the workload then fails to bind, exits and is restarted by its restart policy with the same
-//! ports (the window is microseconds, and the kernel hands out ephemeral ports round-robin, so
-//! a quick reuse is unlikely).
+//! workload. The kernel may hand the same free port out again at once, so every port given to
+//! a workload stays reserved in this process (a [`PortLease`]) until its supervisor ends: many
+//! sandboxes starting together never share a port. Another program may still take the port
+//! between the close and the workload's own bind; the workload then fails to bind and exits,
+//! and the supervisor gives it new ports before the restart (see [`PortMap::all_free`]).
 
+use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::sync::{Mutex, PoisonError};
 
 use super::error::{Error, Result};
 use super::spec::PortSpec;
@@ -21,30 +24,73 @@ pub struct PortMap {
     pub mapped: Vec<(u16, u16)>,
 }
 
+/// Ports handed to workloads of this process and not yet released. Process-wide, because
+/// ports are: two platforms in one process (tests) must not share one either.
+static LEASED: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
+/// How many ports one allocation may find taken by a lease before it gives up.
+const MAX_TRIES: usize = 4096;
+
+fn leased<R>(f: impl FnOnce(&mut HashSet<u16>) -> R) -> R {
+    // A panic while holding the lock leaves a plain set that is still consistent.
+    let mut guard = LEASED.lock().unwrap_or_else(PoisonError::into_inner);
+    let set = guard.get_or_insert_with(HashSet::new);
+    let out = f(set);
+    metrics::gauge!("rouse_controller_workload_ports_leased").set(set.len() as f64);
+    out
+}
+
+/// Keeps a workload's ports reserved in this process until dropped.
+#[derive(Debug)]
+pub struct PortLease {
+    ports: Vec<u16>,
+}
+
+impl Drop for PortLease {
+    fn drop(&mut self) {
+        leased(|set| {
+            for port in &self.ports {
+                set.remove(port);
+            }
+        });
+    }
+}
+
 impl PortMap {
-    /// Reserves a free loopback port for each declared port (one for `PORT` if none is).
-    pub fn allocate(ports: &[PortSpec]) -> Result<Self> {
+    /// Reserves a free loopback port for each declared port (one for `PORT` if none is), none
+    /// of them leased to another workload; the lease keeps them until dropped.
+    pub fn allocate(ports: &[PortSpec]) -> Result<(Self, PortLease)> {
         let mut mapped = Vec::with_capacity(ports.len());
-        // Hold every listener until all are chosen so one map never gets the same port twice.
+        // Hold every listener until all are chosen so one map never gets the same port twice,
+        // and so the kernel does not offer a port it gave us (but was leased) again.
         let mut held = Vec::with_capacity(ports.len().max(1));
+        let mut lease = PortLease { ports: Vec::new() };
         for spec in ports {
-            let (listener, port) = reserve()?;
-            held.push(listener);
+            let port = reserve_unleased(&mut held, &mut lease)?;
             mapped.push((spec.container_port, port));
         }
         let default_port = match mapped.first() {
             Some((_, port)) => *port,
-            None => {
-                let (listener, port) = reserve()?;
-                held.push(listener);
-                port
-            }
+            None => reserve_unleased(&mut held, &mut lease)?,
         };
         drop(held);
-        Ok(Self {
-            default_port,
-            mapped,
-        })
+        Ok((
+            Self {
+                default_port,
+                mapped,
+            },
+            lease,
+        ))
+    }
+
+    /// Whether every port of the map can be bound now; after the workload exited, a port that
+    /// cannot be bound was taken by another program.
+    pub fn all_free(&self) -> bool {
+        let mut ports: Vec<u16> = self.mapped.iter().map(|(_, p)| *p).collect();
+        ports.push(self.default_port);
+        ports
+            .into_iter()
+            .all(|port| TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok())
     }
 
     /// The host port of a container port; `None` asks for `PORT`.
@@ -60,8 +106,64 @@ impl PortMap {
     }
 }
 
+/// Binds ports until one is not leased, leases it and keeps its listener in `held`.
+fn reserve_unleased(held: &mut Vec<TcpListener>, lease: &mut PortLease) -> Result<u16> {
+    for _ in 0..MAX_TRIES {
+        let (listener, port) = reserve()?;
+        held.push(listener);
+        if leased(|set| set.insert(port)) {
+            lease.ports.push(port);
+            return Ok(port);
+        }
+    }
+    Err(Error::Port(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!("no free loopback port that is not already leased after {MAX_TRIES} tries"),
+    )))
+}
+
 fn reserve() -> Result<(TcpListener, u16)> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(Error::Port)?;
     let port = listener.local_addr().map_err(Error::Port)?.port();
     Ok((listener, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::PortMap;
+    use crate::platform::local::spec::PortSpec;
+
+    #[test]
+    fn ports_leased_at_once_are_all_distinct_and_released_on_drop() {
+        let spec = [
+            PortSpec {
+                name: None,
+                container_port: 80,
+            },
+            PortSpec {
+                name: None,
+                container_port: 81,
+            },
+        ];
+        // As many sandboxes starting together: the kernel offers a just-closed port again,
+        // which without the lease gave two of them the same port.
+        let maps: Vec<_> = (0..600)
+            .map(|_| PortMap::allocate(&spec).expect("ports"))
+            .collect();
+        let mut seen = HashSet::new();
+        for (map, _) in &maps {
+            for (_, port) in &map.mapped {
+                assert!(seen.insert(*port), "port {port} handed out twice");
+            }
+        }
+        let (first, _) = &maps[0];
+        let port = first.default_port;
+        drop(maps);
+        assert!(
+            !super::leased(|set| set.contains(&port)),
+            "a dropped lease releases its ports"
+        );
+    }
 }

@@ -20,7 +20,7 @@ use super::gvisor::Runsc;
 use super::launch::{Launch, describe, log_line, signal_group, terminate_group};
 use super::layout::{Layout, ensure_dir};
 use super::pidfile;
-use super::ports::PortMap;
+use super::ports::{PortLease, PortMap};
 use super::process;
 use super::spec::{LaunchSpec, RuntimeKind};
 
@@ -81,6 +81,21 @@ enum Runner {
     Gvisor(Runsc),
 }
 
+impl Runner {
+    fn prepare(
+        &self,
+        layout: &Layout,
+        key: &ObjectKey,
+        spec: &LaunchSpec,
+        ports: &PortMap,
+    ) -> Result<Launch> {
+        match self {
+            Runner::Process => process::prepare(layout, key, spec, ports),
+            Runner::Gvisor(runsc) => runsc.prepare(layout, key, spec, ports),
+        }
+    }
+}
+
 impl Workload {
     /// Prepares the volumes, ports and command line, then starts the supervisor task. Errors
     /// are those of the preparation (a bad spec was rejected earlier by
@@ -95,21 +110,15 @@ impl Workload {
         for volume in &spec.volumes {
             ensure_dir(&layout.volume_dir(&key, &volume.name))?;
         }
-        let ports = PortMap::allocate(&spec.ports)?;
-        let (runner, launch) = match spec.runtime {
-            RuntimeKind::Process => (
-                Runner::Process,
-                process::prepare(layout, &key, &spec, &ports)?,
-            ),
-            RuntimeKind::Gvisor => {
-                let runsc = match runsc {
-                    Some(runsc) => runsc.clone(),
-                    None => Runsc::locate(std::path::Path::new("runsc"), layout)?,
-                };
-                let launch = runsc.prepare(layout, &key, &spec, &ports)?;
-                (Runner::Gvisor(runsc), launch)
-            }
+        let (ports, lease) = PortMap::allocate(&spec.ports)?;
+        let runner = match spec.runtime {
+            RuntimeKind::Process => Runner::Process,
+            RuntimeKind::Gvisor => Runner::Gvisor(match runsc {
+                Some(runsc) => runsc.clone(),
+                None => Runsc::locate(std::path::Path::new("runsc"), layout)?,
+            }),
         };
+        let launch = runner.prepare(layout, &key, &spec, &ports)?;
         let (status_tx, status) = watch::channel(WorkloadStatus {
             phase: WorkloadPhase::Pending,
             ready: false,
@@ -122,6 +131,8 @@ impl Workload {
         let span =
             tracing::info_span!("workload", sandbox.key = %key, runtime = spec.runtime.as_str());
         let supervisor = Supervisor {
+            layout: layout.clone(),
+            lease,
             log: layout.log_file(&key),
             pid_file: layout.pid_file(&key),
             key,
@@ -170,6 +181,9 @@ impl Drop for Workload {
 }
 
 struct Supervisor {
+    layout: Layout,
+    /// Keeps `ports` reserved while this supervisor lives.
+    lease: PortLease,
     key: ObjectKey,
     spec: LaunchSpec,
     ports: PortMap,
@@ -189,7 +203,7 @@ enum RunEnd {
 }
 
 impl Supervisor {
-    async fn run(self) {
+    async fn run(mut self) {
         let runtime = self.spec.runtime.as_str();
         metrics::gauge!("rouse_controller_workloads", "runtime" => runtime).increment(1.0);
         let mut backoff = BACKOFF_START;
@@ -219,6 +233,9 @@ impl Supervisor {
             if started.elapsed() >= BACKOFF_RESET {
                 backoff = BACKOFF_START;
             }
+            if !succeeded && !self.ports.all_free() {
+                self.move_ports();
+            }
             tracing::info!(workload.exit = %message, workload.backoff_ms = backoff.as_millis() as u64, "workload exited; restarting");
             self.publish(|s| {
                 s.phase = WorkloadPhase::Pending;
@@ -247,7 +264,7 @@ impl Supervisor {
         }
         metrics::counter!("rouse_controller_workload_starts_total", "runtime" => self.spec.runtime.as_str())
             .increment(1);
-        let mut child = match self.launch.spawn(&self.log) {
+        let mut child = match self.launch.spawn(&self.log, self.layout.data()) {
             Ok(child) => child,
             Err(error) => {
                 let message = format!("starting {}: {error}", self.launch.program.display());
@@ -302,6 +319,39 @@ impl Supervisor {
             s.pgid = None;
         });
         end
+    }
+
+    /// Another program took one of the ports (the workload could not bind it): restarting on
+    /// the same ports would fail forever, so the next run gets new ones.
+    fn move_ports(&mut self) {
+        let moved = PortMap::allocate(&self.spec.ports).and_then(|(ports, lease)| {
+            let launch = self
+                .runner
+                .prepare(&self.layout, &self.key, &self.spec, &ports)?;
+            Ok((ports, lease, launch))
+        });
+        match moved {
+            Ok((ports, lease, launch)) => {
+                tracing::warn!(
+                    workload.old_port = self.ports.default_port,
+                    workload.port = ports.default_port,
+                    "a port of the workload was taken by another program; moving to new ports"
+                );
+                log_line(
+                    &self.log,
+                    &format!(
+                        "port {} was taken by another program; moving to port {}",
+                        self.ports.default_port, ports.default_port
+                    ),
+                );
+                metrics::counter!("rouse_controller_workload_port_moves_total").increment(1);
+                self.ports = ports.clone();
+                self.lease = lease;
+                self.launch = launch;
+                self.publish(|s| s.ports = ports);
+            }
+            Err(error) => tracing::warn!(%error, "choosing new ports failed; keeping the old ones"),
+        }
     }
 
     /// After the leader exited: nothing of the run may outlive it.

@@ -36,6 +36,9 @@ pub struct EmbeddedStoreConfig {
     /// Changes kept in memory so a watch can resume from an older version; a watch from
     /// before them gets `Expired`. Default 10,000.
     pub watch_history: usize,
+    /// Bytes of changes (their JSON) kept in memory for watch replay, the other bound of the
+    /// history; older changes are dropped first. Default 64 MiB.
+    pub watch_history_bytes: usize,
     /// Events buffered per watcher; a watcher that falls this far behind is ended with
     /// `Expired`. Default 1,000.
     pub watch_buffer: usize,
@@ -54,6 +57,7 @@ impl Default for EmbeddedStoreConfig {
     fn default() -> Self {
         Self {
             watch_history: 10_000,
+            watch_history_bytes: 64 * 1024 * 1024,
             watch_buffer: 1_000,
             max_watchers: 1_024,
             write_queue: 1_024,
@@ -144,6 +148,7 @@ impl EmbeddedStore {
             current,
             HubLimits {
                 history: config.watch_history,
+                history_bytes: config.watch_history_bytes,
                 buffer: config.watch_buffer,
                 max_watchers: config.max_watchers,
             },

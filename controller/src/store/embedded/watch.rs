@@ -1,6 +1,10 @@
 //! Watch fan-out: a bounded history of committed changes for replay, and one bounded channel
 //! per watcher for live events.
 //!
+//! The history is bounded in entries and in bytes. Its entries are compact: the objects as
+//! JSON bytes, decoded again only for a replay (a `Value` tree takes several times the
+//! memory of its JSON), and evicted entries free their memory at once.
+//!
 //! The writer publishes each committed batch here in resourceVersion order, under one lock,
 //! and a watcher registers under the same lock, so between replay and live events there is
 //! no gap and no duplicate. A watcher whose channel is full is dropped and its stream ends
@@ -32,11 +36,53 @@ pub(crate) struct Change {
     pub previous: Option<Arc<Value>>,
 }
 
+/// One change as the history keeps it.
+#[derive(Debug)]
+struct Entry {
+    rv: u64,
+    kind: String,
+    ty: ChangeType,
+    object: Box<[u8]>,
+    previous: Option<Box<[u8]>>,
+}
+
+impl Entry {
+    fn of(change: &Change) -> Self {
+        let bytes = |v: &Value| serde_json::to_vec(v).unwrap_or_default().into_boxed_slice();
+        Self {
+            rv: change.rv,
+            kind: change.kind.clone(),
+            ty: change.ty,
+            object: bytes(&change.object),
+            previous: change.previous.as_deref().map(bytes),
+        }
+    }
+
+    /// What the entry costs in memory, roughly: its bytes and a fixed overhead.
+    fn size(&self) -> usize {
+        const OVERHEAD: usize = 128;
+        OVERHEAD
+            + self.kind.len()
+            + self.object.len()
+            + self.previous.as_ref().map_or(0, |p| p.len())
+    }
+
+    /// The event a watcher with `params` sees for this entry, if any.
+    fn event(&self, params: &ListParams) -> Option<RawEvent> {
+        let decode = |b: &[u8]| serde_json::from_slice::<Value>(b).ok().map(Arc::new);
+        let object = decode(&self.object)?;
+        let previous = self.previous.as_deref().and_then(decode);
+        event_for(params, self.ty, &object, previous.as_ref(), self.rv)
+    }
+}
+
 /// Bounds of the watch machinery.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HubLimits {
     /// Changes kept for replay.
     pub history: usize,
+    /// Bytes of changes kept for replay (their JSON plus a small overhead each).
+    pub history_bytes: usize,
     /// Events buffered per watcher before it is dropped as too slow.
     pub buffer: usize,
     /// Watchers at once.
@@ -50,7 +96,9 @@ pub(crate) struct Hub {
 }
 
 struct HubState {
-    history: VecDeque<Arc<Change>>,
+    history: VecDeque<Entry>,
+    /// The sum of the history's entry sizes.
+    history_bytes: usize,
     /// Changes at or below this version are no longer in `history`.
     horizon: u64,
     /// The last version published.
@@ -82,6 +130,7 @@ impl Hub {
         Self {
             state: Mutex::new(HubState {
                 history: VecDeque::with_capacity(limits.history.min(1024)),
+                history_bytes: 0,
                 horizon: current,
                 published: current,
                 watchers: Vec::new(),
@@ -99,12 +148,18 @@ impl Hub {
 
     /// Records committed changes (in version order) and sends them to the watchers.
     pub(crate) fn publish(&self, changes: Vec<Change>) {
+        // Encoded before the lock: watchers and writers never wait on it.
+        let entries: Vec<Entry> = if self.limits.history > 0 {
+            changes.iter().map(Entry::of).collect()
+        } else {
+            Vec::new()
+        };
+        let mut entries = entries.into_iter();
         let mut state = self.lock();
         if state.closed {
             return;
         }
         for change in changes {
-            let change = Arc::new(change);
             state.published = change.rv;
             for w in &mut state.watchers {
                 if w.kind != change.kind
@@ -129,18 +184,41 @@ impl Hub {
                         .increment(1);
                 }
             }
-            if self.limits.history > 0 {
-                if state.history.len() == self.limits.history
-                    && let Some(old) = state.history.pop_front()
-                {
-                    state.horizon = old.rv;
-                }
-                state.history.push_back(change);
-            } else {
-                state.horizon = change.rv;
-            }
+            self.remember(&mut state, change.rv, entries.next());
         }
         Self::prune(&mut state);
+    }
+
+    /// Adds a change to the history, evicting the oldest entries past either bound; a change
+    /// larger than the byte bound alone is not kept (a watch from before it gets `Expired`).
+    fn remember(&self, state: &mut HubState, rv: u64, entry: Option<Entry>) {
+        let size = entry.as_ref().map_or(usize::MAX, Entry::size);
+        let keep = entry.filter(|_| size <= self.limits.history_bytes);
+        let Some(entry) = keep else {
+            state.history.clear();
+            state.history_bytes = 0;
+            state.horizon = rv;
+            metrics::gauge!("rouse_store_watch_history_bytes").set(0.0);
+            return;
+        };
+        {
+            while state.history.len() >= self.limits.history
+                || state.history_bytes + size > self.limits.history_bytes
+            {
+                let Some(old) = state.history.pop_front() else {
+                    break;
+                };
+                state.history_bytes -= old.size();
+                state.horizon = old.rv;
+            }
+            state.history_bytes += size;
+            state.history.push_back(entry);
+        }
+        // Give back the ring's spare room after a burst shrank it.
+        if state.history.capacity() > 4096 && state.history.len() < state.history.capacity() / 4 {
+            state.history.shrink_to(state.history.len() * 2);
+        }
+        metrics::gauge!("rouse_store_watch_history_bytes").set(state.history_bytes as f64);
     }
 
     /// Drops watchers whose stream is gone or who fell behind.
@@ -168,7 +246,7 @@ impl Hub {
             .history
             .iter()
             .filter(|c| c.rv > from && c.kind == kind)
-            .filter_map(|c| event_for(params, c.ty, &c.object, c.previous.as_ref(), c.rv))
+            .filter_map(|c| c.event(params))
             .collect();
         let after = from.max(state.published);
         self.register(&mut state, kind, params, after, replay, from)
@@ -244,6 +322,7 @@ impl Hub {
         state.closed = true;
         state.watchers.clear();
         state.history.clear();
+        state.history_bytes = 0;
         metrics::gauge!("rouse_store_watchers").set(0.0);
     }
 }
@@ -290,4 +369,78 @@ pub(crate) fn into_stream<K: StoreObject>(sub: Subscription) -> WatchStream<K> {
         }
     });
     replay.chain(live).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rouse_shared::store::{ListParams, StoreError};
+    use serde_json::json;
+
+    use super::{Change, ChangeType, Hub, HubLimits};
+
+    #[test]
+    fn the_history_is_bounded_in_bytes_and_still_replays_recent_changes() {
+        const BOUND: usize = 4 * 1024 * 1024;
+        let hub = Hub::new(
+            0,
+            HubLimits {
+                history: 10_000,
+                history_bytes: BOUND,
+                buffer: 16,
+                max_watchers: 16,
+            },
+        );
+        let big = "x".repeat(200 * 1024);
+        let object = |rv: u64| {
+            Arc::new(json!({
+                "metadata": {"name": "big", "namespace": "default", "resourceVersion": rv.to_string()},
+                "spec": {"blob": big, "rv": rv},
+            }))
+        };
+        // 2,000 patches of a 200 KB object: 800 MB of history if bounded by count alone.
+        for rv in 1..=2_000_u64 {
+            hub.publish(vec![Change {
+                rv,
+                kind: "Sandbox".to_owned(),
+                ty: ChangeType::Modified,
+                object: object(rv),
+                previous: Some(object(rv - 1)),
+            }]);
+        }
+        let state = hub.lock();
+        assert!(
+            state.history_bytes <= BOUND,
+            "{} bytes kept",
+            state.history_bytes
+        );
+        assert!(!state.history.is_empty(), "recent changes are kept");
+        drop(state);
+        let params = ListParams::default();
+        assert!(matches!(
+            hub.subscribe("Sandbox", &params, 1),
+            Err(StoreError::Expired { .. })
+        ));
+        let sub = hub
+            .subscribe("Sandbox", &params, 1_999)
+            .expect("a recent version is in the history");
+        assert_eq!(sub.replay.len(), 1);
+        assert_eq!(sub.replay[0].rv, 2_000);
+        assert_eq!(sub.replay[0].object["spec"]["rv"], 2_000);
+
+        // A change larger than the whole bound is not kept: older watches must list again.
+        let huge =
+            Arc::new(json!({"metadata": {"name": "huge"}, "spec": {"blob": "y".repeat(BOUND)}}));
+        hub.publish(vec![Change {
+            rv: 2_001,
+            kind: "Sandbox".to_owned(),
+            ty: ChangeType::Added,
+            object: huge,
+            previous: None,
+        }]);
+        assert_eq!(hub.lock().history_bytes, 0);
+        assert!(hub.subscribe("Sandbox", &params, 1_999).is_err());
+        assert!(hub.subscribe("Sandbox", &params, 2_001).is_ok());
+    }
 }

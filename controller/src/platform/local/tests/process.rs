@@ -245,3 +245,36 @@ async fn wait_until_http(port: u16) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn a_port_taken_by_another_program_moves_the_workload_to_a_new_port() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let layout = Layout::new(data.path());
+    // The first run waits for `go` and then fails as if it could not bind its port; every
+    // later run serves.
+    let script = format!(
+        "if [ ! -e ran ]; then touch ran; while [ ! -e go ]; do sleep 0.05; done; exit 1; fi; {SERVE}"
+    );
+    let workload = start(&layout, "moved", &pod(&script));
+    let mut rx = workload.subscribe();
+    let first = wait_status(&mut rx, "running", |s| s.phase == WorkloadPhase::Running).await;
+    let volume = layout.volume_dir(&key("moved"), "data");
+    wait_until("the first run started", || {
+        volume.join("ran").exists().then_some(())
+    })
+    .await;
+    // Another program takes the port before the workload binds it.
+    let old = first.ports.default_port;
+    let thief = std::net::TcpListener::bind(("127.0.0.1", old)).expect("take the port");
+    std::fs::write(volume.join("go"), "").expect("write go");
+    // (The thief's listener answers the readiness probe on the old port meanwhile.)
+    let status = wait_status(&mut rx, "ready on another port", |s| {
+        s.ready && s.ports.default_port != old
+    })
+    .await;
+    assert!(status.restarts >= 1);
+    let (code, _) = http_get(status.ports.default_port, "/").await;
+    assert_eq!(code, 200);
+    drop(thief);
+    workload.stop().await;
+}
