@@ -1,0 +1,1 @@
+//! Kubernetes mode for pools, claims and templates.
