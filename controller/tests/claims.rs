@@ -760,3 +760,111 @@ async fn restart_in_the_middle_of_binding() {
     driver.stop().await;
     kubelet.stop().await;
 }
+
+/// `rouse controller` end to end on the fake API server and kubelet: the kube-runtime
+/// controllers bind claims to Ready sandboxes (the Sandbox controller running their pods),
+/// and the template gets its managed NetworkPolicy, removed again under `Unmanaged`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_controllers_bind_claims_and_manage_the_network_policy() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use rouse_controller::run::{self, ControllerConfig, Probes};
+    use rouse_testsupport::kube::{FakeKubelet, KubeletOptions};
+
+    let server = FakeApiServer::start().await.expect("fake api server");
+    server.set_watch_delay(Duration::from_millis(50));
+    let _kubelet = FakeKubelet::start(&server, KubeletOptions::default());
+    let client = server.client().expect("client");
+    let store = KubeStore::new(client.clone());
+    let shutdown = CancellationToken::new();
+    let config = ControllerConfig {
+        namespace: Some(NS.into()),
+        ..ControllerConfig::default()
+    };
+    let controller = tokio::spawn(run::run(
+        client.clone(),
+        store.clone(),
+        config,
+        Probes::default(),
+        shutdown.clone(),
+    ));
+    Store::<SandboxTemplate>::create(&store, &template("python"))
+        .await
+        .expect("template");
+    Store::<SandboxWarmPool>::create(&store, &pool("runners", "python", 3))
+        .await
+        .expect("pool");
+    pool_ready(&store, "runners", 3).await;
+    for i in 0..5 {
+        Store::<SandboxClaim>::create(&store, &claim(&format!("task-{i}"), "runners"))
+            .await
+            .expect("claim");
+    }
+    let claims: Vec<SandboxClaim> = wait_for("5 claims Ready", || async {
+        let list = Store::<SandboxClaim>::list(&store, &ListParams::namespace(NS))
+            .await
+            .map_err(|e| e.to_string())?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|c| {
+                c.status
+                    .as_ref()
+                    .is_some_and(|s| s.sandbox.is_some() && is_ready(&s.conditions))
+            })
+            .count();
+        if ready == 5 {
+            Ok(list.items)
+        } else {
+            Err(format!("{ready} of 5"))
+        }
+    })
+    .await;
+    let names: BTreeSet<String> = claims
+        .iter()
+        .filter_map(|c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.sandbox.as_ref())
+                .map(|s| s.name.clone())
+        })
+        .collect();
+    assert_eq!(names.len(), 5, "five distinct sandboxes");
+    let mut warm = 0;
+    for name in &names {
+        let s: Sandbox = get(&store, name).await.expect("sandbox");
+        if s.labels().get(LAUNCH_TYPE).map(String::as_str) == Some("warm") {
+            warm += 1;
+        }
+    }
+    assert!(
+        warm >= 3,
+        "the 3 Ready members were adopted first: {warm} warm"
+    );
+
+    let policies: kube::Api<NetworkPolicy> = kube::Api::namespaced(client.clone(), NS);
+    wait_for("the managed NetworkPolicy", || async {
+        policies
+            .get_opt("python-network-policy")
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "absent".to_owned())
+    })
+    .await;
+    let unmanaged =
+        Patch::merge(json!({"spec": {"networkPolicyManagement": "Unmanaged"}})).expect("object");
+    Store::<SandboxTemplate>::patch(&store, &key("python"), &unmanaged)
+        .await
+        .expect("opt out");
+    wait_for("the NetworkPolicy removed", || async {
+        match policies.get_opt("python-network-policy").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    shutdown.cancel();
+    controller
+        .await
+        .expect("controller task")
+        .expect("controller");
+}
