@@ -164,7 +164,10 @@ async fn kubelet<S: Store<Sandbox>>(store: S, members: Arc<AtomicBool>, stop: Ca
             continue;
         };
         for s in list.items {
-            let ready = s.status.as_ref().is_some_and(|st| is_ready(&st.conditions));
+            // A finished sandbox stays finished, as a real one would.
+            let ready = s.status.as_ref().is_some_and(|st| {
+                is_ready(&st.conditions) || st.conditions.iter().any(|c| c.type_ == "Finished")
+            });
             let member = s.labels().contains_key(WARM_POOL_SANDBOX);
             if ready
                 || s.metadata.deletion_timestamp.is_some()

@@ -4,6 +4,7 @@
 mod adopt;
 mod plan;
 mod reconcile;
+mod reservations;
 mod status;
 
 pub use adopt::adoption_patch;
@@ -11,6 +12,7 @@ pub use plan::{
     Binding, ClaimObserved, ClaimPlan, ClaimStep, MISSING_REQUEUE, bound_name, cold_sandbox, plan,
 };
 pub use reconcile::{ClaimError, ClaimOutcome, reconcile_claim};
+pub use reservations::{Reservation, Reservations};
 pub use status::reason;
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use tracing::debug;
 
 use super::adopt::adoption_patch;
 use super::plan::{Binding, ClaimObserved, ClaimStep, bound_name, plan};
+use super::reservations::Reservations;
 use super::status::{self, reason};
 use crate::pool::{controlled_by, member_selector};
 use crate::status::status_patch;
@@ -88,8 +89,12 @@ pub struct ClaimOutcome {
 }
 
 /// Reconciles one claim (the stored object) at time `now`.
+///
+/// `reservations` are the members other reconciles of this process are adopting right now;
+/// they are left to them.
 pub async fn reconcile_claim<S>(
     store: &S,
+    reservations: &Reservations,
     claim: &SandboxClaim,
     now: Timestamp,
 ) -> Result<ClaimOutcome, ClaimError>
@@ -144,9 +149,9 @@ where
     };
     let wants_warm = claim.spec.env.is_empty() && claim.spec.volume_claim_templates.is_empty();
     let mut members = match (&binding, &pool) {
-        (Binding::Unbound, Some(_)) if wants_warm => {
-            list_members(store, claim).await.map_err(read)?
-        }
+        (Binding::Unbound, Some(_)) if wants_warm => free_members(store, reservations, claim)
+            .await
+            .map_err(read)?,
         _ => Vec::new(),
     };
 
@@ -223,7 +228,16 @@ where
                 }
             }
             ClaimStep::Adopt(candidates) => {
-                match adopt(store, &mut claim, template.as_ref(), &members, &candidates).await {
+                match adopt(
+                    store,
+                    reservations,
+                    &mut claim,
+                    template.as_ref(),
+                    &members,
+                    &candidates,
+                )
+                .await
+                {
                     Ok(Some(adopted)) => {
                         outcome.bound = Some((adopted.name_any(), true));
                         metrics::counter!("rouse_controller_claims_bound_total", "launch" => "warm")
@@ -232,7 +246,9 @@ where
                     }
                     Ok(None) => {
                         // Every member tried was taken by another claim: look again.
-                        members = list_members(store, &claim).await.map_err(read)?;
+                        members = free_members(store, reservations, &claim)
+                            .await
+                            .map_err(read)?;
                         continue;
                     }
                     Err((step, e)) => return Err(write(step, e)),
@@ -258,6 +274,7 @@ where
 /// Tries the candidates in order; the adopted member, or `None` when every one was taken.
 async fn adopt<S>(
     store: &S,
+    reservations: &Reservations,
     claim: &mut SandboxClaim,
     template: Option<&SandboxTemplate>,
     members: &[Sandbox],
@@ -269,6 +286,9 @@ where
     let key = ObjectKey::of(&*claim);
     for name in candidates {
         let Some(member) = members.iter().find(|m| &m.name_any() == name) else {
+            continue;
+        };
+        let Some(_reservation) = reservations.try_reserve(ObjectKey::of(member)) else {
             continue;
         };
         if claim.annotations().get(SANDBOX_NAME) != Some(name) {
@@ -290,13 +310,17 @@ where
     Ok(None)
 }
 
-async fn list_members<S: Store<Sandbox>>(
+/// The pool's members that no other reconcile of this process is adopting.
+async fn free_members<S: Store<Sandbox>>(
     store: &S,
+    reservations: &Reservations,
     claim: &SandboxClaim,
 ) -> Result<Vec<Sandbox>, StoreError> {
     let mut params = ListParams::namespace(claim.namespace().unwrap_or_else(|| "default".into()));
     params.selector = member_selector(&claim.spec.warm_pool_ref.name);
-    Ok(store.list(&params).await?.items)
+    let mut members = store.list(&params).await?.items;
+    members.retain(|m| !reservations.is_reserved(&ObjectKey::of(m)));
+    Ok(members)
 }
 
 async fn write_status<S: Store<SandboxClaim>>(

@@ -3,8 +3,8 @@
 //!
 //! - Claims: triggered by the claim, by the Sandboxes it controls, and by its pool appearing.
 //! - Pools: triggered by the pool, by its members (including a member a claim just adopted,
-//!   which no longer names the pool: the [`Router`] remembers where it came from), and by
-//!   its template changing.
+//!   which no longer names the pool but keeps its template label), and by its template
+//!   changing.
 //! - Templates: keep the managed NetworkPolicy `<template>-network-policy` (or delete it
 //!   under `Unmanaged`).
 //!
@@ -12,7 +12,7 @@
 //! delay a reconcile but never make it act on stale members; the pool's expectations cover
 //! its own writes in flight all the same.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -23,14 +23,15 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
+use rouse_shared::api::keys::SANDBOX_TEMPLATE_REF;
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
 use rouse_shared::store::KubeStore;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
 use super::ExtensionsConfig;
-use super::router::{Router, Work};
-use crate::claim::reconcile_claim;
+use super::router::sandbox_controller;
+use crate::claim::{Reservations, reconcile_claim};
 use crate::pool::{Expectations, reconcile_pool};
 use crate::template::{NETWORK_POLICY_SUFFIX, network_policy};
 
@@ -70,6 +71,7 @@ pub struct Context {
     store: KubeStore,
     client: Client,
     expectations: Expectations,
+    reservations: Reservations,
     config: ExtensionsConfig,
 }
 
@@ -83,13 +85,33 @@ where
     }
 }
 
-fn done(requeue: Option<Duration>) -> Action {
+/// The `kind` label of a reconciled object.
+trait Named {
+    const KIND: &'static str;
+}
+
+impl Named for SandboxClaim {
+    const KIND: &'static str = "sandboxclaim";
+}
+
+impl Named for SandboxWarmPool {
+    const KIND: &'static str = "sandboxwarmpool";
+}
+
+impl Named for SandboxTemplate {
+    const KIND: &'static str = "sandboxtemplate";
+}
+
+/// Counts a successful reconcile and turns its requeue into an [`Action`].
+fn done<K: Named>(requeue: Option<Duration>) -> Action {
+    metrics::counter!("rouse_controller_extension_reconciles_total", "kind" => K::KIND, "result" => "ok")
+        .increment(1);
     requeue.map_or_else(Action::await_change, Action::requeue)
 }
 
-fn error_policy<K>(_: Arc<K>, error: &ExtensionError, ctx: Arc<Context>) -> Action {
+fn error_policy<K: Named>(_: Arc<K>, error: &ExtensionError, ctx: Arc<Context>) -> Action {
     warn!(%error, "reconcile failed");
-    metrics::counter!("rouse_controller_reconciles_total", "kind" => "extensions", "result" => error.metric_label())
+    metrics::counter!("rouse_controller_extension_reconciles_total", "kind" => K::KIND, "result" => error.metric_label())
         .increment(1);
     Action::requeue(ctx.config.retry_min.max(Duration::from_millis(100)))
 }
@@ -98,8 +120,8 @@ async fn reconcile_claim_object(
     claim: Arc<SandboxClaim>,
     ctx: Arc<Context>,
 ) -> Result<Action, ExtensionError> {
-    let outcome = reconcile_claim(&ctx.store, &claim, Timestamp::now()).await?;
-    Ok(done(outcome.requeue_after))
+    let outcome = reconcile_claim(&ctx.store, &ctx.reservations, &claim, Timestamp::now()).await?;
+    Ok(done::<SandboxClaim>(outcome.requeue_after))
 }
 
 async fn reconcile_pool_object(
@@ -114,7 +136,7 @@ async fn reconcile_pool_object(
         Timestamp::now(),
     )
     .await?;
-    Ok(done(outcome.requeue_after))
+    Ok(done::<SandboxWarmPool>(outcome.requeue_after))
 }
 
 /// Creates, updates or (under `Unmanaged`) deletes the template's NetworkPolicy.
@@ -159,7 +181,7 @@ async fn reconcile_template_object(
         }
         (Some(_), Some(_)) => {}
     }
-    Ok(Action::await_change())
+    Ok(done::<SandboxTemplate>(None))
 }
 
 /// Runs the claim, pool and template controllers until `stop`.
@@ -175,6 +197,7 @@ pub async fn run(
         store: KubeStore::new(client.clone()),
         client: client.clone(),
         expectations: Expectations::default(),
+        reservations: Reservations::default(),
         config,
     });
     let wc = watcher::Config::default();
@@ -205,22 +228,29 @@ pub async fn run(
         .run(reconcile_claim_object, error_policy, ctx.clone())
         .for_each(|_| async {});
 
-    let router = Arc::new(Mutex::new(Router::default()));
     let pools = Controller::new(api::<SandboxWarmPool>(&client, ns), wc.clone())
         .with_config(controller_config.clone());
     let pool_cache = pools.store();
+    let member_pools = pool_cache.clone();
     let expectations = ctx.expectations.clone();
     let pools = pools
         .watches(api::<Sandbox>(&client, ns), wc.clone(), move |sandbox| {
-            let work = router
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .sandbox(&sandbox, false, &expectations);
-            work.into_iter()
-                .filter_map(|w| match w {
-                    Work::Pool(key) => Some(ObjectRef::new(&key.name).within(&key.namespace)),
-                    Work::Claim(_) => None,
+            let sandbox_ns = sandbox.namespace().unwrap_or_default();
+            expectations.seen(&sandbox_ns, &sandbox.name_any());
+            // A member names its pool; one a claim just adopted no longer does, but keeps its
+            // template label, so the pools of that template look again (stateless, unlike a
+            // map of former members, which a watch without delete events could not prune).
+            let owner = sandbox_controller(&sandbox, "SandboxWarmPool");
+            let template = sandbox.labels().get(SANDBOX_TEMPLATE_REF).cloned();
+            member_pools
+                .state()
+                .into_iter()
+                .filter(|p| p.namespace().as_deref() == Some(sandbox_ns.as_str()))
+                .filter(|p| {
+                    owner.as_deref() == Some(p.name_any().as_str())
+                        || template.as_deref() == Some(p.spec.sandbox_template_ref.name.as_str())
                 })
+                .map(|p| ObjectRef::from_obj(p.as_ref()))
                 .collect::<Vec<_>>()
         })
         .watches(

@@ -20,7 +20,7 @@ use tracing::Instrument;
 use super::ExtensionsConfig;
 use super::queue::Queue;
 use super::router::{Router, Work};
-use crate::claim::reconcile_claim;
+use crate::claim::{Reservations, reconcile_claim};
 use crate::pool::{Expectations, reconcile_pool};
 
 /// Bound of the event channel between the watch tasks and the driver.
@@ -104,6 +104,7 @@ pub async fn run_standalone<S: ExtensionsStore>(
     ));
 
     let expectations = Expectations::default();
+    let reservations = Reservations::default();
     let mut router = Router::default();
     let mut queue: Queue<Work> = Queue::default();
     let mut jobs: JoinSet<(Work, Result<Option<Duration>, bool>)> = JoinSet::new();
@@ -161,11 +162,13 @@ pub async fn run_standalone<S: ExtensionsStore>(
             let Some(work) = queue.pop() else { break };
             let store = store.clone();
             let expectations = expectations.clone();
+            let reservations = reservations.clone();
             let config = config.clone();
             let span = tracing::info_span!("reconcile", kind = work.kind(), key = ?work);
             jobs.spawn(
                 async move {
-                    let result = reconcile(&store, &expectations, &config, &work).await;
+                    let result =
+                        reconcile(&store, &expectations, &reservations, &config, &work).await;
                     (work, result)
                 }
                 .instrument(span),
@@ -190,6 +193,7 @@ pub async fn run_standalone<S: ExtensionsStore>(
 async fn reconcile<S: ExtensionsStore>(
     store: &S,
     expectations: &Expectations,
+    reservations: &Reservations,
     config: &ExtensionsConfig,
     work: &Work,
 ) -> Result<Option<Duration>, bool> {
@@ -215,7 +219,7 @@ async fn reconcile<S: ExtensionsStore>(
         Work::Claim(key) => match Store::<SandboxClaim>::get(store, key).await {
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err((e.is_retryable(), e.metric_label(), e.to_string())),
-            Ok(claim) => reconcile_claim(store, &claim, Timestamp::now())
+            Ok(claim) => reconcile_claim(store, reservations, &claim, Timestamp::now())
                 .await
                 .map(|o| o.requeue_after)
                 .map_err(|e| (e.is_retryable(), e.metric_label(), e.to_string())),
@@ -228,9 +232,9 @@ async fn reconcile<S: ExtensionsStore>(
             label
         }
     };
-    metrics::histogram!("rouse_controller_reconcile_duration_seconds", "kind" => work.kind())
+    metrics::histogram!("rouse_controller_extension_reconcile_duration_seconds", "kind" => work.kind())
         .record(started.elapsed().as_secs_f64());
-    metrics::counter!("rouse_controller_reconciles_total", "kind" => work.kind(), "result" => label)
+    metrics::counter!("rouse_controller_extension_reconciles_total", "kind" => work.kind(), "result" => label)
         .increment(1);
     result.map_err(|(retry, _, _)| retry)
 }
