@@ -218,9 +218,40 @@ fn the_roles_grant_what_the_code_calls() {
         (
             "agents.x-k8s.io",
             "sandboxes",
-            &["list", "watch", "patch", "delete"][..],
+            &["get", "list", "watch", "create", "patch", "delete"][..],
         ),
         ("agents.x-k8s.io", "sandboxes/status", &["patch"]),
+        // Pools and claims (controller/src/extensions/kube.rs).
+        (
+            "extensions.agents.x-k8s.io",
+            "sandboxclaims",
+            &["get", "list", "watch", "patch", "delete"],
+        ),
+        (
+            "extensions.agents.x-k8s.io",
+            "sandboxclaims/status",
+            &["patch"],
+        ),
+        (
+            "extensions.agents.x-k8s.io",
+            "sandboxwarmpools",
+            &["get", "list", "watch"],
+        ),
+        (
+            "extensions.agents.x-k8s.io",
+            "sandboxwarmpools/status",
+            &["patch"],
+        ),
+        (
+            "extensions.agents.x-k8s.io",
+            "sandboxtemplates",
+            &["get", "list", "watch"],
+        ),
+        (
+            "networking.k8s.io",
+            "networkpolicies",
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
         ("", "pods", &["list", "watch", "create", "patch", "delete"]),
         ("", "services", &["list", "watch", "create", "delete"]),
         ("", "persistentvolumeclaims", &["list", "watch", "create"]),

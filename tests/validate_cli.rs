@@ -47,9 +47,9 @@ fn examples_are_valid() {
     assert!(!stderr.contains("warning:"), "examples warn:\n{stderr}");
     for line in [
         "ok  Sandbox default/web",
-        "ok  SandboxTemplate agents/python-runner",
-        "ok  SandboxWarmPool agents/python-runners",
-        "ok  SandboxClaim agents/task-42",
+        "ok  SandboxTemplate default/python-runner",
+        "ok  SandboxWarmPool default/python-runners",
+        "ok  SandboxClaim default/task-42",
         "ok  Sandbox default/notebook",
         "ok  SandboxSnapshot default/notebook-before-upgrade",
         "ok  Sandbox default/notebook-fork",

@@ -6,8 +6,13 @@
 //! Kubernetes mode and the store-watch driver in standalone mode.
 
 pub mod api;
+pub mod claim;
+pub mod extensions;
 pub mod platform;
+pub mod pool;
 pub mod run;
 pub mod sandbox;
 pub mod standalone;
+mod status;
 pub mod store;
+pub mod template;

@@ -28,6 +28,15 @@ struct Cli {
     /// Controller scenario: concurrent creates and reconciles.
     #[arg(long, default_value_t = 64, env = "ROUSE_LOADTEST_CONCURRENCY")]
     concurrency: usize,
+    /// Claims scenario: warm pool members (and claims per round).
+    #[arg(long, default_value_t = 20, env = "ROUSE_LOADTEST_POOL")]
+    pool: usize,
+    /// Claims scenario: warm rounds.
+    #[arg(long, default_value_t = 5, env = "ROUSE_LOADTEST_CLAIM_ROUNDS")]
+    claim_rounds: usize,
+    /// Claims scenario: cold claims (and bare sandboxes of the baseline).
+    #[arg(long, default_value_t = 20, env = "ROUSE_LOADTEST_COLD")]
+    cold: usize,
     /// Controller scenario: publish Kubernetes Events.
     #[arg(long, default_value_t = false, env = "ROUSE_LOADTEST_EVENTS")]
     events: bool,
@@ -66,6 +75,9 @@ enum Scenario {
     /// Sandboxes to Ready through the controller on the fake API server (not in the default
     /// set: it takes a while).
     Controller,
+    /// Claim → Ready (warm and cold) in both modes against a bare sandbox (not in the
+    /// default set).
+    Claims,
     /// The proxy against direct and nginx: HTTP rps and latency, wake latency, memory per held
     /// connection, splice throughput (writes a Markdown report to stdout).
     Proxy,
@@ -95,6 +107,11 @@ fn main() -> anyhow::Result<()> {
     };
     let max_time = Duration::from_secs(cli.seconds);
     for scenario in scenarios {
+        if scenario == Scenario::Claims {
+            println!("== Claims");
+            claims(&cli)?;
+            continue;
+        }
         if scenario == Scenario::Controller {
             println!("== Controller");
             controller(&cli)?;
@@ -128,7 +145,7 @@ fn main() -> anyhow::Result<()> {
                 batch_size: 32,
                 max_time,
             })?,
-            Scenario::Controller | Scenario::Wake => continue,
+            Scenario::Controller | Scenario::Wake | Scenario::Claims => continue,
         };
         println!("== {scenario:?}");
         measure::print_pair(&subject, &baseline);
@@ -148,6 +165,26 @@ fn wake_scenario(cli: &Cli) -> anyhow::Result<()> {
         max_time: Duration::from_secs(cli.seconds.max(60)),
     };
     wake::print(&wake::run(&options)?);
+    Ok(())
+}
+
+/// Runs the claims benchmark in both modes; the workload is this binary's `backend` mode.
+fn claims(cli: &Cli) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?.to_string_lossy().into_owned();
+    let bench = rouse_loadtest::claims::ClaimsBench {
+        pool: cli.pool.max(1),
+        rounds: cli.claim_rounds.max(1),
+        cold: cli.cold.max(1),
+        backend: vec![exe, "backend".into()],
+        timeout: Duration::from_secs(cli.seconds.max(60)),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    for report in [
+        runtime.block_on(rouse_loadtest::claims::standalone(&bench))?,
+        runtime.block_on(rouse_loadtest::claims::kubernetes(&bench))?,
+    ] {
+        rouse_loadtest::claims::print(&report);
+    }
     Ok(())
 }
 

@@ -106,6 +106,7 @@ fn config(args: &Args) -> ControllerConfig {
         events: args.events,
         resync: args.resync,
         leader_election,
+        extensions: rouse_controller::extensions::ExtensionsConfig::default(),
     }
 }
 

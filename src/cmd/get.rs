@@ -14,8 +14,8 @@ use super::table;
 /// Arguments of `rouse get`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Kind: sandbox (sbx), sandboxtemplate, sandboxwarmpool (swp), sandboxclaim,
-    /// sandboxsnapshot (sbxsnap), singular or plural; or `KIND/NAME`.
+    /// Kind: sandbox (sbx), sandboxtemplate (template), sandboxwarmpool (swp, pool),
+    /// sandboxclaim (claim), sandboxsnapshot (sbxsnap), singular or plural; or `KIND/NAME`.
     kind: String,
     /// Names of objects; all objects when none is given.
     names: Vec<String>,

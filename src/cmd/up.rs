@@ -110,6 +110,12 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
 
     let shutdown = CancellationToken::new();
     let driver = tokio::spawn(standalone::run(store.clone(), platform, shutdown.clone()));
+    // Warm pools and claims: their members and sandboxes are run by the driver above.
+    let extensions = tokio::spawn(rouse_controller::extensions::run_standalone(
+        store.clone(),
+        rouse_controller::extensions::ExtensionsConfig::default(),
+        shutdown.clone(),
+    ));
     let api_task = tokio::spawn(api::serve(
         api_listener,
         ApiState::new(store.clone(), api_config),
@@ -160,6 +166,9 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
         Ok(Ok(())) => {}
         Ok(Err(err)) => tracing::error!(error = %err, "the api stopped with an error"),
         Err(err) => tracing::error!(error = %err, "the api task failed"),
+    }
+    if let Err(err) = extensions.await {
+        tracing::error!(error = %err, "the pool and claim driver task failed");
     }
     if let Some(driver) = driver {
         match driver.await {

@@ -92,8 +92,21 @@ impl Kind {
     fn aliases(self) -> &'static [&'static str] {
         match self {
             Kind::Sandbox => &["sandbox", "sbx"],
-            Kind::SandboxTemplate => &["sandboxtemplate", "sbxtemplate", "sbxt"],
-            Kind::SandboxWarmPool => &["sandboxwarmpool", "swp", "warmpool", "warmpools"],
+            Kind::SandboxTemplate => &[
+                "sandboxtemplate",
+                "sbxtemplate",
+                "sbxt",
+                "template",
+                "templates",
+            ],
+            Kind::SandboxWarmPool => &[
+                "sandboxwarmpool",
+                "swp",
+                "warmpool",
+                "warmpools",
+                "pool",
+                "pools",
+            ],
             Kind::SandboxClaim => &["sandboxclaim", "sbxclaim", "claim", "claims"],
             Kind::SandboxSnapshot => &["sandboxsnapshot", "sbxsnap", "snapshot", "snapshots"],
         }

@@ -53,6 +53,8 @@ pub struct ControllerConfig {
     pub resync: Duration,
     /// Leader election; `None` reconciles unconditionally (one replica only!).
     pub leader_election: Option<LeaseConfig>,
+    /// The SandboxWarmPool, SandboxClaim and SandboxTemplate controllers.
+    pub extensions: crate::extensions::ExtensionsConfig,
 }
 
 impl Default for ControllerConfig {
@@ -64,6 +66,7 @@ impl Default for ControllerConfig {
             events: true,
             resync: Duration::from_secs(300),
             leader_election: None,
+            extensions: crate::extensions::ExtensionsConfig::default(),
         }
     }
 }
@@ -299,7 +302,14 @@ where
             }
         }
     });
-    tokio::join!(applier, gauges);
+    // Pools, claims and templates run beside the Sandbox applier, under the same lease.
+    let extensions = crate::extensions::kube::run(
+        client.clone(),
+        config.namespace.clone(),
+        config.extensions.clone(),
+        stop.clone(),
+    );
+    tokio::join!(applier, gauges, extensions);
     drop(ctx);
     Ok(())
 }

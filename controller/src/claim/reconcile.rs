@@ -1,0 +1,357 @@
+//! One reconcile of one claim, the same in both modes: read the pool, template, bound sandbox
+//! and members → plan → adopt (annotate the claim, then re-own the member under a
+//! resourceVersion precondition, moving on to the next member on a conflict), create, or
+//! delete → one status write.
+//!
+//! Restart safety: the claim names a member (annotation) before taking it, and the member
+//! names the claim (controller ownerReference) once taken, so a reconcile cut short anywhere
+//! finds on the next pass either the member still in the pool (and tries again) or the member
+//! it owns. A member is taken by one conditional write, so no two claims ever own it.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+use rouse_shared::api::keys::SANDBOX_NAME;
+use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
+use rouse_shared::store::{DeleteParams, ListParams, ObjectKey, Patch, Store, StoreError};
+use serde_json::json;
+use tracing::debug;
+
+use super::adopt::adoption_patch;
+use super::plan::{Binding, ClaimObserved, ClaimStep, bound_name, plan};
+use super::reservations::Reservations;
+use super::status::{self, reason};
+use crate::pool::{controlled_by, member_selector};
+use crate::status::status_patch;
+
+/// Rounds of (list members, try each) before a claim gives up adopting for this pass; every
+/// lost round means other claims won members, so the pool empties or the claim wins.
+const ADOPTION_ROUNDS: usize = 8;
+
+/// Retry delay after adoption rounds ran out (every member raced away).
+const ADOPTION_RETRY: Duration = Duration::from_millis(50);
+
+/// Why a claim reconcile failed; the caller retries with a backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    /// Reading the pool, template or sandboxes failed.
+    #[error("read for claim {key}: {source}")]
+    Read {
+        /// The claim.
+        key: ObjectKey,
+        /// What failed.
+        #[source]
+        source: StoreError,
+    },
+    /// Writing the claim or its sandbox failed.
+    #[error("{step} for claim {key}: {source}")]
+    Write {
+        /// The claim.
+        key: ObjectKey,
+        /// Which write (`annotate`, `adopt`, `create`, `delete_claim`, `delete_sandbox`,
+        /// `patch_status`).
+        step: &'static str,
+        /// What failed.
+        #[source]
+        source: StoreError,
+    },
+}
+
+impl ClaimError {
+    /// A fixed label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ClaimError::Read { .. } => "read",
+            ClaimError::Write { step, .. } => step,
+        }
+    }
+
+    /// Whether retrying may help.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ClaimError::Read { source, .. } | ClaimError::Write { source, .. } => {
+                source.is_retryable()
+            }
+        }
+    }
+}
+
+/// What a claim reconcile did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimOutcome {
+    /// The sandbox bound by this pass, and whether it was adopted warm.
+    pub bound: Option<(String, bool)>,
+    /// The claim itself was deleted (expired with a `Delete*` policy).
+    pub deleted: bool,
+    /// Reconcile again after this long even if nothing changes.
+    pub requeue_after: Option<Duration>,
+}
+
+/// Reconciles one claim (the stored object) at time `now`.
+///
+/// `reservations` are the members other reconciles of this process are adopting right now;
+/// they are left to them.
+pub async fn reconcile_claim<S>(
+    store: &S,
+    reservations: &Reservations,
+    claim: &SandboxClaim,
+    now: Timestamp,
+) -> Result<ClaimOutcome, ClaimError>
+where
+    S: Store<Sandbox> + Store<SandboxTemplate> + Store<SandboxWarmPool> + Store<SandboxClaim>,
+{
+    let key = ObjectKey::of(claim);
+    let read = |source| ClaimError::Read {
+        key: key.clone(),
+        source,
+    };
+    let write = |step, source| ClaimError::Write {
+        key: key.clone(),
+        step,
+        source,
+    };
+    let uid = claim.uid().unwrap_or_default();
+
+    let pool: Option<SandboxWarmPool> = optional(
+        Store::<SandboxWarmPool>::get(
+            store,
+            &ObjectKey::new(&key.namespace, &claim.spec.warm_pool_ref.name),
+        )
+        .await,
+    )
+    .map_err(read)?;
+    let template: Option<SandboxTemplate> = match &pool {
+        Some(p) => optional(
+            Store::<SandboxTemplate>::get(
+                store,
+                &ObjectKey::new(&key.namespace, &p.spec.sandbox_template_ref.name),
+            )
+            .await,
+        )
+        .map_err(read)?,
+        None => None,
+    };
+    let name = bound_name(claim);
+    let sandbox: Option<Sandbox> =
+        optional(Store::<Sandbox>::get(store, &ObjectKey::new(&key.namespace, &name)).await)
+            .map_err(read)?;
+    let was_bound = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.sandbox.as_ref())
+        .is_some_and(|s| s.name == name);
+    let binding = match &sandbox {
+        Some(s) if controlled_by(s, &uid) => Binding::Ours(s),
+        Some(_) => Binding::Unbound,
+        None if was_bound => Binding::Missing,
+        None => Binding::Unbound,
+    };
+    let wants_warm = claim.spec.env.is_empty() && claim.spec.volume_claim_templates.is_empty();
+    let mut members = match (&binding, &pool) {
+        (Binding::Unbound, Some(_)) if wants_warm => free_members(store, reservations, claim)
+            .await
+            .map_err(read)?,
+        _ => Vec::new(),
+    };
+
+    let mut claim = claim.clone();
+    for _ in 0..ADOPTION_ROUNDS {
+        let observed = ClaimObserved {
+            pool: pool.as_ref(),
+            template: template.as_ref(),
+            binding,
+            members: &members,
+        };
+        let plan = plan(&claim, &observed, now);
+        let mut outcome = ClaimOutcome {
+            requeue_after: plan.requeue_after,
+            ..ClaimOutcome::default()
+        };
+        let status = match plan.step {
+            ClaimStep::None => plan.status,
+            ClaimStep::DeleteClaim(propagation) => {
+                let params = DeleteParams {
+                    uid: Some(uid.clone()),
+                    propagation: Some(propagation),
+                    ..DeleteParams::default()
+                };
+                match Store::<SandboxClaim>::delete(store, &key, &params).await {
+                    Ok(_) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(write("delete_claim", e)),
+                }
+                outcome.deleted = true;
+                return Ok(outcome);
+            }
+            ClaimStep::DeleteSandbox { name, uid } => {
+                let params = DeleteParams {
+                    uid,
+                    ..DeleteParams::default()
+                };
+                match Store::<Sandbox>::delete(
+                    store,
+                    &ObjectKey::new(&key.namespace, &name),
+                    &params,
+                )
+                .await
+                {
+                    Ok(_) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(write("delete_sandbox", e)),
+                }
+                plan.status
+            }
+            ClaimStep::Create(sandbox) => {
+                let created = match Store::<Sandbox>::create(store, &sandbox).await {
+                    Ok(created) => created,
+                    Err(StoreError::AlreadyExists { .. }) => {
+                        Store::<Sandbox>::get(store, &ObjectKey::of(sandbox.as_ref()))
+                            .await
+                            .map_err(read)?
+                    }
+                    Err(e) => return Err(write("create", e)),
+                };
+                if controlled_by(&created, &uid) {
+                    outcome.bound = Some((created.name_any(), false));
+                    status::bound(&claim, &created, now)
+                } else {
+                    status::failed(
+                        &claim,
+                        reason::RECONCILER_ERROR,
+                        format!(
+                            "Sandbox {:?} exists and is not controlled by this claim",
+                            created.name_any()
+                        ),
+                        now,
+                    )
+                }
+            }
+            ClaimStep::Adopt(candidates) => {
+                match adopt(
+                    store,
+                    reservations,
+                    &mut claim,
+                    template.as_ref(),
+                    &members,
+                    &candidates,
+                )
+                .await
+                {
+                    Ok(Some(adopted)) => {
+                        outcome.bound = Some((adopted.name_any(), true));
+                        metrics::counter!("rouse_controller_claims_bound_total", "launch" => "warm")
+                            .increment(1);
+                        status::bound(&claim, &adopted, now)
+                    }
+                    Ok(None) => {
+                        // Every member tried was taken by another claim: look again.
+                        members = free_members(store, reservations, &claim)
+                            .await
+                            .map_err(read)?;
+                        continue;
+                    }
+                    Err((step, e)) => return Err(write(step, e)),
+                }
+            }
+        };
+        if matches!(outcome.bound, Some((_, false))) {
+            metrics::counter!("rouse_controller_claims_bound_total", "launch" => "cold")
+                .increment(1);
+        }
+        write_status(store, &key, &claim, &status)
+            .await
+            .map_err(|e| write("patch_status", e))?;
+        return Ok(outcome);
+    }
+    debug!(claim.key = %key, "every warm member raced away; trying again");
+    Ok(ClaimOutcome {
+        requeue_after: Some(ADOPTION_RETRY),
+        ..ClaimOutcome::default()
+    })
+}
+
+/// Tries the candidates in order; the adopted member, or `None` when every one was taken.
+async fn adopt<S>(
+    store: &S,
+    reservations: &Reservations,
+    claim: &mut SandboxClaim,
+    template: Option<&SandboxTemplate>,
+    members: &[Sandbox],
+    candidates: &[String],
+) -> Result<Option<Sandbox>, (&'static str, StoreError)>
+where
+    S: Store<Sandbox> + Store<SandboxClaim>,
+{
+    let key = ObjectKey::of(&*claim);
+    for name in candidates {
+        let Some(member) = members.iter().find(|m| &m.name_any() == name) else {
+            continue;
+        };
+        let Some(_reservation) = reservations.try_reserve(ObjectKey::of(member)) else {
+            continue;
+        };
+        if claim.annotations().get(SANDBOX_NAME) != Some(name) {
+            let patch = Patch::merge(json!({"metadata": {"annotations": {SANDBOX_NAME: name}}}))
+                .unwrap_or(Patch::Merge(serde_json::Map::new()));
+            *claim = Store::<SandboxClaim>::patch(store, &key, &patch)
+                .await
+                .map_err(|e| ("annotate", e))?;
+        }
+        let patch = adoption_patch(claim, template, member);
+        match Store::<Sandbox>::patch(store, &ObjectKey::of(member), &patch).await {
+            Ok(adopted) => return Ok(Some(adopted)),
+            Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
+                metrics::counter!("rouse_controller_claim_adoption_conflicts_total").increment(1);
+            }
+            Err(e) => return Err(("adopt", e)),
+        }
+    }
+    Ok(None)
+}
+
+/// The pool's members that no other reconcile of this process is adopting.
+async fn free_members<S: Store<Sandbox>>(
+    store: &S,
+    reservations: &Reservations,
+    claim: &SandboxClaim,
+) -> Result<Vec<Sandbox>, StoreError> {
+    let mut params = ListParams::namespace(claim.namespace().unwrap_or_else(|| "default".into()));
+    params.selector = member_selector(&claim.spec.warm_pool_ref.name);
+    let mut members = store.list(&params).await?.items;
+    members.retain(|m| !reservations.is_reserved(&ObjectKey::of(m)));
+    Ok(members)
+}
+
+async fn write_status<S: Store<SandboxClaim>>(
+    store: &S,
+    key: &ObjectKey,
+    claim: &SandboxClaim,
+    status: &rouse_shared::api::SandboxClaimStatus,
+) -> Result<(), StoreError> {
+    let previous = claim.status.clone().unwrap_or_default();
+    if let Some(patch) = status_patch(&previous, status) {
+        match store.patch_status(key, &patch).await {
+            Ok(_) => {}
+            // Deleted meanwhile: nothing left to describe.
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn optional<K>(result: Result<K, StoreError>) -> Result<Option<K>, StoreError> {
+    match result {
+        Ok(k) => Ok(Some(k)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl ClaimOutcome {
+    /// True when this pass bound a sandbox adopted from the pool.
+    pub fn warm(&self) -> bool {
+        matches!(self.bound, Some((_, true)))
+    }
+}
