@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver and kube-controller-manager from the k8s.io/kubernetes release pinned in
-# go.mod into a cache outside the repository, and prints the directory holding them. Skips the
-# build when both binaries are already there (the cache key is the pinned version).
+# go.mod into a cache outside the repository, and prints the directory holding them; also
+# installs helm (the chart tests render and lint deploy/helm/rouse with it) into
+# <cache>/helm-<version>/. Skips each build whose binary is already there (the cache key is the
+# pinned version).
 #
 #   testsupport/cluster/build.sh            # prints e.g. /root/.cache/rouse/kube-v1.35.4
 #
@@ -17,14 +19,20 @@ go="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 version="$(awk '{ m = ($1 == "require") ? $2 : $1; v = ($1 == "require") ? $3 : $2 }
                 m == "k8s.io/kubernetes" { print v; exit }' "$here/go.mod")"
 [ -n "$version" ] || { echo "build.sh: no k8s.io/kubernetes requirement in $here/go.mod" >&2; exit 1; }
+# The chart tests' helm; testsupport/src/cluster/mod.rs reads this line.
+helm_version=v4.3.2
 cache="${ROUSE_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rouse}"
 out="$cache/kube-$version"
+export GOFLAGS="${GOFLAGS:--p=1}" CGO_ENABLED=0 GOTOOLCHAIN=local
+if [ ! -x "$cache/helm-$helm_version/helm" ]; then
+    # Outside our module: `go install pkg@version` builds helm's own pinned dependencies.
+    (cd / && GOBIN="$cache/helm-$helm_version" "$go" install "helm.sh/helm/v4/cmd/helm@$helm_version" >&2)
+fi
 if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ]; then
     echo "$out"
     exit 0
 fi
 mkdir -p "$out"
-export GOFLAGS="${GOFLAGS:--p=1}" CGO_ENABLED=0 GOTOOLCHAIN=local
 cd "$here"
 # Stamp the version the way Kubernetes' own build does, so /version reports the release.
 minor="${version#v1.}"; minor="${minor%%.*}"

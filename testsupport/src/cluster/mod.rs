@@ -250,3 +250,25 @@ pub async fn install(client: &Client) -> Result<()> {
     }
     Ok(())
 }
+
+/// The helm `build.sh` installs: `$ROUSE_HELM`, else `<cache>/helm-<version>/helm`.
+pub fn helm_binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("ROUSE_HELM") {
+        return Ok(path.into());
+    }
+    let version = include_str!("../../cluster/build.sh")
+        .lines()
+        .find_map(|l| l.strip_prefix("helm_version="))
+        .context("no helm_version= line in testsupport/cluster/build.sh")?;
+    let helm = bin_dir()
+        .parent()
+        .map(|cache| cache.join(format!("helm-{version}/helm")))
+        .context("no cache directory")?;
+    if !helm.is_file() {
+        bail!(
+            "{} missing (install it with testsupport/cluster/build.sh)",
+            helm.display()
+        );
+    }
+    Ok(helm)
+}
