@@ -8,5 +8,6 @@
 pub mod controller;
 pub mod measure;
 pub mod proxy;
+pub mod real_api;
 pub mod scenarios;
 pub mod wake;

@@ -59,10 +59,14 @@ impl ControlPlane {
                 .enable_all()
                 .build()?;
             let mut last = None;
-            for _ in 0..ATTEMPTS {
+            for attempt in 1..=ATTEMPTS {
                 match runtime.block_on(Self::try_start(&binaries)) {
                     Ok(plane) => return Ok(plane),
-                    Err(e) => last = Some(e),
+                    Err(e) => {
+                        // Visible in the test's output even when a later attempt succeeds.
+                        eprintln!("control plane start attempt {attempt}/{ATTEMPTS} failed: {e:#}");
+                        last = Some(e);
+                    }
                 }
             }
             Err(last.unwrap_or_else(|| anyhow::anyhow!("no attempt made")))
