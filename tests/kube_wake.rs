@@ -1,47 +1,102 @@
-//! Kubernetes mode in one process: the fake API server and kubelet, the real Sandbox
-//! controller, and the proxy on a `StoreDirectory` over `KubeStore`. Routes, a wake storm with
-//! exactly one wake, the refusals, activity in `status.lastActivityTime` and idle suspend.
+//! Kubernetes mode in one process: the real Sandbox controller and the proxy on a
+//! `StoreDirectory` over `KubeStore`, against the fake API server and kubelet, and against the
+//! real control plane of `rouse_testsupport::cluster` (controller and proxy each as its
+//! ServiceAccount, with exactly the RBAC of `deploy/kubernetes`; skipped when its binaries are
+//! missing, outside CI). Routes, a wake storm with exactly one wake, the refusals, activity in
+//! `status.lastActivityTime` and idle suspend.
 
 mod kube_common;
 
 use std::net::SocketAddr;
 
-use kube::Api;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
 use kube_common::{backend, get, sandbox, wait_for};
 use rouse_controller::run::{self, ControllerConfig, Probes};
 use rouse_proxy::{Config, Proxy, RouteState, SandboxKey, StoreDirectory};
 use rouse_shared::api::{OperatingMode, Sandbox};
 use rouse_shared::store::KubeStore;
+use rouse_testsupport::cluster::{self, ClusterKubelet, SYSTEM_NAMESPACE};
 use rouse_testsupport::kube::{FakeApiServer, FakeKubelet, KubeletOptions};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-const NAMESPACE: &str = "team-a";
 /// Concurrent requests to one suspended sandbox.
 const STORM: usize = 50;
 
-/// The fake cluster, the controller and the proxy.
+/// Where the pods' status comes from; held only to keep it running.
+enum Kubelet {
+    Fake(#[allow(dead_code)] FakeKubelet),
+    Real(#[allow(dead_code)] ClusterKubelet),
+}
+
+/// The cluster (the fake API server, or the real control plane), the controller and the
+/// proxy.
 struct Cluster {
-    server: FakeApiServer,
-    _kubelet: FakeKubelet,
+    /// The fake API server, which also counts requests; `None` on the real one.
+    server: Option<FakeApiServer>,
+    _kubelet: Kubelet,
+    namespace: String,
     sandboxes: Api<Sandbox>,
+    pods: Api<Pod>,
     controller: (CancellationToken, JoinHandle<()>),
     proxy: Proxy,
     addr: SocketAddr,
 }
 
 impl Cluster {
-    async fn start() -> Self {
+    /// On the fake API server, with one client for everything.
+    async fn fake() -> Self {
         let server = FakeApiServer::start().await.expect("fake API server");
-        let kubelet = FakeKubelet::start(&server, KubeletOptions::default());
+        let kubelet = Kubelet::Fake(FakeKubelet::start(&server, KubeletOptions::default()));
         let client = server.client().expect("client");
+        let mut cluster =
+            Self::start(client.clone(), client.clone(), client, "team-a", kubelet).await;
+        cluster.server = Some(server);
+        cluster
+    }
+
+    /// On the real control plane (`None` when it is unavailable outside CI), with the
+    /// controller and the proxy each limited to the RBAC of its ServiceAccount.
+    async fn real(test: &str) -> Option<Self> {
+        let plane = cluster::shared_or_skip(test)?;
+        let admin = plane.client().await.expect("admin client");
+        cluster::install(&admin)
+            .await
+            .expect("install CRDs and RBAC");
+        let namespace = cluster::test_namespace(&admin, test)
+            .await
+            .expect("namespace");
+        let kubelet = Kubelet::Real(ClusterKubelet::start(
+            admin.clone(),
+            &namespace,
+            KubeletOptions::default(),
+        ));
+        let controller = plane
+            .service_account_client(SYSTEM_NAMESPACE, "rouse-controller")
+            .await
+            .expect("controller client");
+        let proxy = plane
+            .service_account_client(SYSTEM_NAMESPACE, "rouse-proxy")
+            .await
+            .expect("proxy client");
+        Some(Self::start(admin, controller, proxy, &namespace, kubelet).await)
+    }
+
+    async fn start(
+        admin: Client,
+        controller: Client,
+        proxy: Client,
+        namespace: &str,
+        kubelet: Kubelet,
+    ) -> Self {
         let shutdown = CancellationToken::new();
         let task = tokio::spawn({
-            let (client, shutdown) = (client.clone(), shutdown.clone());
+            let (client, shutdown) = (controller, shutdown.clone());
             let config = ControllerConfig {
-                namespace: Some(NAMESPACE.to_owned()),
+                namespace: Some(namespace.to_owned()),
                 concurrency: 8,
                 ..ControllerConfig::default()
             };
@@ -57,16 +112,45 @@ impl Cluster {
              [wake]\ndeadline = \"30s\"\n[activity]\nreport_interval = \"100ms\"\n",
         )
         .expect("proxy config");
-        let directory = StoreDirectory::new(KubeStore::new(client.clone()));
+        let directory = StoreDirectory::new(KubeStore::new(proxy));
         let proxy = Proxy::start(config, directory).await.expect("start proxy");
         let addr = proxy.addrs().http.expect("http listener");
         Self {
-            server,
+            server: None,
             _kubelet: kubelet,
-            sandboxes: Api::namespaced(client, NAMESPACE),
+            namespace: namespace.to_owned(),
+            sandboxes: Api::namespaced(admin.clone(), namespace),
+            pods: Api::namespaced(admin, namespace),
             controller: (shutdown, task),
             proxy,
             addr,
+        }
+    }
+
+    /// Forgets the requests counted so far (fake API server only).
+    fn reset_requests(&self) {
+        if let Some(server) = &self.server {
+            server.reset_requests();
+        }
+    }
+
+    /// Checks that sandbox `name` was woken exactly once since [`Self::reset_requests`]: its
+    /// spec changed once (`generation` went up by one from `generation`) and, on the fake API
+    /// server, exactly one PATCH of a sandbox was made.
+    async fn assert_one_wake(&self, name: &str, generation: i64) {
+        let now = self.sandboxes.get(name).await.expect("sandbox");
+        assert_eq!(
+            now.metadata.generation,
+            Some(generation + 1),
+            "one spec change"
+        );
+        if let Some(server) = &self.server {
+            let counts = server.requests();
+            assert_eq!(
+                counts.count("patch", "sandboxes"),
+                1,
+                "exactly one wake: {counts:?}"
+            );
         }
     }
 
@@ -137,7 +221,7 @@ impl Cluster {
         })
         .await;
         wait_for(&format!("{name} pod gone"), || async {
-            match self.pod_uid(name) {
+            match self.pod_uid(name).await {
                 None => Ok(()),
                 Some(uid) => Err(format!("pod {uid} still there")),
             }
@@ -155,16 +239,16 @@ impl Cluster {
     fn route(&self, name: &str) -> Option<RouteState> {
         self.proxy
             .router()
-            .route_state(&SandboxKey::new(NAMESPACE, name))
+            .route_state(&SandboxKey::new(&self.namespace, name))
     }
 
-    fn pod_uid(&self, name: &str) -> Option<String> {
-        let pod = self.server.get("pods", NAMESPACE, name)?;
-        pod["metadata"]["uid"].as_str().map(str::to_owned)
+    async fn pod_uid(&self, name: &str) -> Option<String> {
+        let pod = self.pods.get_opt(name).await.expect("get pod")?;
+        pod.metadata.uid
     }
 
-    fn host(name: &str) -> String {
-        format!("{name}.{NAMESPACE}.sandbox.localhost")
+    fn host(&self, name: &str) -> String {
+        format!("{name}.{}.sandbox.localhost", self.namespace)
     }
 }
 
@@ -184,25 +268,25 @@ fn last_activity(sandbox: &Sandbox) -> Option<jiff::Timestamp> {
         .map(|t| t.0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_storm_on_a_suspended_sandbox_wakes_it_once() {
-    let cluster = Cluster::start().await;
+/// Routes; a storm of requests to a suspended sandbox wakes it exactly once; a sandbox
+/// without wake-on-connect is refused and never woken.
+async fn storm_wakes_once(cluster: Cluster) {
     let web = backend("web").await;
     cluster
-        .create(&sandbox(NAMESPACE, "web", web.port(), json!({})))
+        .create(&sandbox(&cluster.namespace, "web", web.port(), json!({})))
         .await;
     cluster.wait_ready("web").await;
     assert_eq!(
-        get(cluster.addr, &Cluster::host("web")).await,
+        get(cluster.addr, &cluster.host("web")).await,
         (200, "backend web".to_owned())
     );
-    let (code, _) = get(cluster.addr, &Cluster::host("nobody")).await;
+    let (code, _) = get(cluster.addr, &cluster.host("nobody")).await;
     assert_eq!(code, 404, "unknown host");
 
     // Suspended without wake-on-connect: refused, never woken.
     cluster
         .create(&sandbox(
-            NAMESPACE,
+            &cluster.namespace,
             "cold",
             web.port(),
             json!({"operatingMode": "Suspended", "suspension": {"wakeOnConnect": false}}),
@@ -218,35 +302,38 @@ async fn a_storm_on_a_suspended_sandbox_wakes_it_once() {
         }
     })
     .await;
-    let (code, _) = get(cluster.addr, &Cluster::host("cold")).await;
+    let (code, _) = get(cluster.addr, &cluster.host("cold")).await;
     assert_eq!(code, 503, "wakeOnConnect: false");
 
-    let first_pod = cluster.pod_uid("web").expect("web has a pod");
+    let first_pod = cluster.pod_uid("web").await.expect("web has a pod");
     cluster
         .patch_spec("web", json!({"operatingMode": "Suspended"}))
         .await;
     cluster.wait_suspended("web").await;
 
-    cluster.server.reset_requests();
+    let generation = cluster
+        .sandboxes
+        .get("web")
+        .await
+        .expect("web")
+        .metadata
+        .generation
+        .expect("generation");
+    cluster.reset_requests();
     let requests: Vec<_> = (0..STORM)
         .map(|_| {
-            let addr = cluster.addr;
-            tokio::spawn(async move { get(addr, &Cluster::host("web")).await })
+            let (addr, host) = (cluster.addr, cluster.host("web"));
+            tokio::spawn(async move { get(addr, &host).await })
         })
         .collect();
     for request in requests {
         let response = request.await.expect("request task");
         assert_eq!(response, (200, "backend web".to_owned()));
     }
-    let counts = cluster.server.requests();
-    assert_eq!(
-        counts.count("patch", "sandboxes"),
-        1,
-        "exactly one wake: {counts:?}"
-    );
+    cluster.assert_one_wake("web", generation).await;
     let woken = cluster.wait_ready("web").await;
     assert_eq!(woken.spec.operating_mode, Some(OperatingMode::Running));
-    let second_pod = cluster.pod_uid("web").expect("web has a pod again");
+    let second_pod = cluster.pod_uid("web").await.expect("web has a pod again");
     assert_ne!(first_pod, second_pod, "a new pod");
     assert_eq!(
         cluster
@@ -262,18 +349,18 @@ async fn a_storm_on_a_suspended_sandbox_wakes_it_once() {
     cluster.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn activity_is_recorded_and_an_idle_sandbox_suspends_and_wakes_again() {
-    let cluster = Cluster::start().await;
+/// Traffic is recorded in `lastActivityTime`; an idle sandbox is suspended and the next
+/// request wakes it again.
+async fn activity_and_idle_suspend(cluster: Cluster) {
     let idle = backend("idle").await;
     cluster
-        .create(&sandbox(NAMESPACE, "idle", idle.port(), json!({})))
+        .create(&sandbox(&cluster.namespace, "idle", idle.port(), json!({})))
         .await;
     let ready = cluster.wait_ready("idle").await;
     assert_eq!(last_activity(&ready), None, "no traffic yet");
 
     assert_eq!(
-        get(cluster.addr, &Cluster::host("idle")).await,
+        get(cluster.addr, &cluster.host("idle")).await,
         (200, "backend idle".to_owned())
     );
     let first = last_activity(
@@ -293,18 +380,22 @@ async fn activity_is_recorded_and_an_idle_sandbox_suspends_and_wakes_again() {
 
     // A new request wakes it again and counts as new activity. The proxy's pooled connection
     // to the backend from the first request must not carry it past the wake.
-    cluster.server.reset_requests();
+    let generation = cluster
+        .sandboxes
+        .get("idle")
+        .await
+        .expect("idle")
+        .metadata
+        .generation
+        .expect("generation");
+    cluster.reset_requests();
     assert_eq!(
-        get(cluster.addr, &Cluster::host("idle")).await,
+        get(cluster.addr, &cluster.host("idle")).await,
         (200, "backend idle".to_owned())
     );
-    assert_eq!(
-        cluster.server.requests().count("patch", "sandboxes"),
-        1,
-        "one wake"
-    );
+    cluster.assert_one_wake("idle", generation).await;
     let woken = cluster.wait_ready("idle").await;
-    assert!(cluster.pod_uid("idle").is_some(), "a new pod");
+    assert!(cluster.pod_uid("idle").await.is_some(), "a new pod");
     assert_eq!(woken.spec.operating_mode, Some(OperatingMode::Running));
     cluster
         .wait_sandbox("idle", "a newer lastActivityTime", |s| {
@@ -312,4 +403,28 @@ async fn activity_is_recorded_and_an_idle_sandbox_suspends_and_wakes_again() {
         })
         .await;
     cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_storm_on_a_suspended_sandbox_wakes_it_once() {
+    storm_wakes_once(Cluster::fake().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn activity_is_recorded_and_an_idle_sandbox_suspends_and_wakes_again() {
+    activity_and_idle_suspend(Cluster::fake().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn real_api_server_storm_wakes_once() {
+    if let Some(cluster) = Cluster::real("real_api_server_storm_wakes_once").await {
+        storm_wakes_once(cluster).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn real_api_server_activity_and_idle_suspend() {
+    if let Some(cluster) = Cluster::real("real_api_server_activity_and_idle_suspend").await {
+        activity_and_idle_suspend(cluster).await;
+    }
 }

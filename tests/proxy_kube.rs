@@ -1,5 +1,8 @@
-//! `rouse proxy` in Kubernetes mode: the real binary finds the in-process fake API server
-//! through a kubeconfig, follows the Sandboxes of its namespace and proxies to their endpoints.
+//! `rouse proxy` in Kubernetes mode: the real binary finds the API server through a
+//! kubeconfig, follows the Sandboxes of its namespace and proxies to their endpoints. Runs
+//! against the in-process fake API server, and against the real control plane of
+//! `rouse_testsupport::cluster` as the proxy's ServiceAccount with exactly the RBAC of
+//! `deploy/kubernetes/proxy-rbac.yaml` (skipped when its binaries are missing, outside CI).
 
 mod kube_common;
 
@@ -9,10 +12,11 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
-use kube::Api;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
 use kube_common::{DEADLINE, backend, get, sandbox, wait_for};
 use rouse_shared::api::Sandbox;
+use rouse_testsupport::cluster::{self, SYSTEM_NAMESPACE};
 use rouse_testsupport::kube::FakeApiServer;
 use serde_json::json;
 
@@ -40,7 +44,7 @@ pub fn write_kubeconfig(path: &Path, url: &str) {
 }
 
 /// Marks a sandbox Ready with an endpoint on 127.0.0.1, as the controller would.
-fn mark_ready(server: &FakeApiServer, namespace: &str, name: &str, port: u16) {
+async fn mark_ready(client: &Client, namespace: &str, name: &str, port: u16) {
     let status = json!({"status": {
         "conditions": [{
             "type": "Ready",
@@ -51,29 +55,36 @@ fn mark_ready(server: &FakeApiServer, namespace: &str, name: &str, port: u16) {
         }],
         "endpoint": {"address": "127.0.0.1", "ports": [{"containerPort": port, "port": port}]},
     }});
-    server
-        .merge_patch("sandboxes", namespace, name, &status, true)
+    Api::<Sandbox>::namespaced(client.clone(), namespace)
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
         .expect("patch status");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn proxy_command_routes_the_sandboxes_of_its_namespace() {
-    let server = FakeApiServer::start().await.expect("fake API server");
+/// Starts `rouse proxy` for namespace `mine` with `kubeconfig`, creates a Ready sandbox `web`
+/// in `mine` and in `other` (with `client`), and checks that only the first is routed; then
+/// stops the proxy with SIGTERM and checks it exits cleanly.
+async fn routes_the_sandboxes_of_its_namespace(
+    client: &Client,
+    kubeconfig: &Path,
+    mine: &str,
+    other: &str,
+) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    write_kubeconfig(&kubeconfig, &server.url());
     let config = dir.path().join("proxy.toml");
     std::fs::write(
         &config,
-        "[http]\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"off\"\n\
-         [directory]\nkind = \"store\"\nnamespace = \"team-a\"\n",
+        format!(
+            "[http]\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"off\"\n\
+             [directory]\nkind = \"store\"\nnamespace = \"{mine}\"\n"
+        ),
     )
     .expect("write config");
 
     let child = Command::new(env!("CARGO_BIN_EXE_rouse"))
         .args(["proxy", "--config"])
         .arg(&config)
-        .env("KUBECONFIG", &kubeconfig)
+        .env("KUBECONFIG", kubeconfig)
         .env("ROUSE_LOG", "info")
         .env("NO_COLOR", "1")
         .env_remove("KUBERNETES_SERVICE_HOST")
@@ -88,6 +99,8 @@ async fn proxy_command_routes_the_sandboxes_of_its_namespace() {
             if let Some(rest) = line.split("listener.addr=").nth(1) {
                 let addr = rest.split_whitespace().next().unwrap_or_default();
                 let _ = tx.send(addr.to_owned());
+            } else if line.contains("ERROR") || line.contains("WARN") {
+                eprintln!("rouse proxy: {line}");
             }
         }
     });
@@ -99,21 +112,21 @@ async fn proxy_command_routes_the_sandboxes_of_its_namespace() {
 
     // Created after the proxy started: it arrives through the watch.
     let web = backend("web").await;
-    let client = server.client().expect("client");
-    for (namespace, port) in [("team-a", web.port()), ("team-b", web.port())] {
+    for namespace in [mine, other] {
         let sandboxes: Api<Sandbox> = Api::namespaced(client.clone(), namespace);
         sandboxes
             .create(
                 &PostParams::default(),
-                &sandbox(namespace, "web", port, json!({})),
+                &sandbox(namespace, "web", web.port(), json!({})),
             )
             .await
             .expect("create sandbox");
-        mark_ready(&server, namespace, "web", port);
+        mark_ready(client, namespace, "web", web.port()).await;
     }
 
-    let body = wait_for("web.team-a routed", || async {
-        match get(proxy, "web.team-a.sandbox.localhost").await {
+    let host = format!("web.{mine}.sandbox.localhost");
+    let body = wait_for(&format!("{host} routed"), || async {
+        match get(proxy, &host).await {
             (200, body) => Ok(body),
             other => Err(format!("{other:?}")),
         }
@@ -121,13 +134,8 @@ async fn proxy_command_routes_the_sandboxes_of_its_namespace() {
     .await;
     assert_eq!(body, "backend web");
     // Out of the proxy's namespace scope: unknown.
-    let (code, _) = get(proxy, "web.team-b.sandbox.localhost").await;
+    let (code, _) = get(proxy, &format!("web.{other}.sandbox.localhost")).await;
     assert_eq!(code, 404);
-    assert!(
-        server.requests().count("watch", "sandboxes") >= 1,
-        "{:?}",
-        server.requests()
-    );
 
     let status = Command::new("kill")
         .args(["-TERM", &child.0.id().to_string()])
@@ -139,4 +147,43 @@ async fn proxy_command_routes_the_sandboxes_of_its_namespace() {
         .expect("join")
         .expect("wait for rouse");
     assert!(exit.success(), "{exit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_command_routes_the_sandboxes_of_its_namespace() {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    write_kubeconfig(&kubeconfig, &server.url());
+    let client = server.client().expect("client");
+    routes_the_sandboxes_of_its_namespace(&client, &kubeconfig, "team-a", "team-b").await;
+    assert!(
+        server.requests().count("watch", "sandboxes") >= 1,
+        "{:?}",
+        server.requests()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_api_server_proxy_routes_as_its_service_account() {
+    let test = "real_api_server_proxy_routes_as_its_service_account";
+    let Some(plane) = cluster::shared_or_skip(test) else {
+        return;
+    };
+    let client = plane.client().await.expect("admin client");
+    cluster::install(&client)
+        .await
+        .expect("install CRDs and RBAC");
+    let mine = cluster::test_namespace(&client, "proxy-mine")
+        .await
+        .expect("namespace");
+    let other = cluster::test_namespace(&client, "proxy-other")
+        .await
+        .expect("namespace");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    plane
+        .write_service_account_kubeconfig(&kubeconfig, SYSTEM_NAMESPACE, "rouse-proxy")
+        .expect("kubeconfig");
+    routes_the_sandboxes_of_its_namespace(&client, &kubeconfig, &mine, &other).await;
 }

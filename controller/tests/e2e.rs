@@ -1,91 +1,92 @@
-//! The controller scenarios against a real cluster, run only when `ROUSE_E2E_KUBECONFIG`
-//! names a kubeconfig (e.g. of a kind cluster); see docs/testing.md.
+//! The controller scenarios against a real API server: the local control plane of
+//! `rouse_testsupport::cluster` (etcd, kube-apiserver, kube-controller-manager, and the fake
+//! kubelet writing pod status through the API server), or any cluster whose kubeconfig
+//! `ROUSE_E2E_KUBECONFIG` names (e.g. a kind cluster, with real pods). See docs/testing.md.
 //!
-//! Each test makes its own namespace `rouse-e2e-<test>-<random>` and deletes it afterwards.
-//! The CRDs are installed if missing.
+//! The CRDs and RBAC of `deploy/` are applied server-side as a user would, and the controller
+//! runs as its ServiceAccount `rouse-system/rouse-controller` (impersonated): it can do exactly
+//! what `deploy/kubernetes/controller-rbac.yaml` grants, so a missing verb fails here. Each
+//! test makes its own namespace and deletes it afterwards.
+//!
+//! Without `ROUSE_E2E_KUBECONFIG` and the control plane's binaries the tests skip, except under
+//! CI (`CI=true`), where they fail.
 
 mod scenarios;
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config};
-use scenarios::{Env, lifecycle, wait_for};
+use kube::Api;
+use kube::api::DeleteParams;
+use rouse_testsupport::cluster::{self, ClusterKubelet, SYSTEM_NAMESPACE};
+use rouse_testsupport::kube::KubeletOptions;
+use scenarios::{Env, lifecycle};
 
-/// The environment, or `None` (with a message) when no cluster is configured.
-async fn cluster(test: &str) -> Option<Env> {
-    let Some(path) = std::env::var_os("ROUSE_E2E_KUBECONFIG") else {
-        eprintln!("skipping {test}: set ROUSE_E2E_KUBECONFIG to a kubeconfig to run it");
-        return None;
-    };
-    let kubeconfig = Kubeconfig::read_from(&path).expect("read ROUSE_E2E_KUBECONFIG");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("kubeconfig");
-    let client = Client::try_from(config).expect("client");
-    install_crds(&client).await;
-    let suffix = format!("{:08x}", rand_suffix());
-    let namespace = format!("rouse-e2e-{}-{suffix}", test.replace('_', "-"))
-        .chars()
-        .take(63)
-        .collect::<String>();
-    let ns = Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(namespace.clone()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("create namespace");
-    Some(Env {
-        client,
-        namespace,
-        image: std::env::var("ROUSE_E2E_IMAGE").unwrap_or_else(|_| "busybox:1.36".to_owned()),
-        timeout: Duration::from_secs(180),
-    })
+/// A scenario environment on a real API server, and the kubelet of its namespace (none on a
+/// cluster with real nodes).
+struct Target {
+    env: Env,
+    _kubelet: Option<ClusterKubelet>,
 }
 
-fn rand_suffix() -> u32 {
-    let mut bytes = [0u8; 4];
-    getrandom::fill(&mut bytes).expect("random bytes");
-    u32::from_le_bytes(bytes)
-}
-
-async fn install_crds(client: &Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in rouse_shared::crds::all() {
-        match api.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
-            Err(e) => panic!("install CRD: {e}"),
-        }
-        let name = crd.metadata.name.clone().expect("crd name");
-        wait_for(
-            Duration::from_secs(60),
-            &format!("CRD {name} established"),
-            || async {
-                let crd = api.get(&name).await.map_err(|e| e.to_string())?;
-                let established = crd
-                    .status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True");
-                if established {
-                    Ok(())
-                } else {
-                    Err("not established".to_owned())
-                }
-            },
+/// The environment, or `None` (with a message) when no API server is available.
+async fn target(test: &str) -> Option<Target> {
+    let (client, controller_client, kubelet, image, timeout) = if let Some(path) =
+        std::env::var_os("ROUSE_E2E_KUBECONFIG")
+    {
+        let path = std::path::PathBuf::from(path);
+        let client = cluster::client_from(&path, None)
+            .await
+            .expect("ROUSE_E2E_KUBECONFIG");
+        let (user, groups) =
+            cluster::service_account_identity(SYSTEM_NAMESPACE, "rouse-controller");
+        let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+        let controller_client = cluster::client_from(&path, Some((&user, &groups)))
+            .await
+            .expect("impersonating client");
+        let image = std::env::var("ROUSE_E2E_IMAGE").unwrap_or_else(|_| "busybox:1.36".to_owned());
+        (
+            client,
+            controller_client,
+            false,
+            image,
+            Duration::from_secs(180),
         )
-        .await;
-    }
+    } else {
+        let plane = cluster::shared_or_skip(test)?;
+        let client = plane.client().await.expect("admin client");
+        let controller_client = plane
+            .service_account_client(SYSTEM_NAMESPACE, "rouse-controller")
+            .await
+            .expect("impersonating client");
+        // Pods never run: any image name does.
+        (
+            client,
+            controller_client,
+            true,
+            "busybox:1.36".to_owned(),
+            Duration::from_secs(120),
+        )
+    };
+    cluster::install(&client)
+        .await
+        .expect("install CRDs and RBAC");
+    let namespace = cluster::test_namespace(&client, test)
+        .await
+        .expect("test namespace");
+    let kubelet = kubelet
+        .then(|| ClusterKubelet::start(client.clone(), &namespace, KubeletOptions::default()));
+    Some(Target {
+        env: Env {
+            client,
+            controller_client,
+            namespace,
+            lease_namespace: SYSTEM_NAMESPACE.to_owned(),
+            image,
+            timeout,
+        },
+        _kubelet: kubelet,
+    })
 }
 
 async fn cleanup(env: &Env) {
@@ -100,13 +101,13 @@ async fn restart_five(env: &Env) {
 
 macro_rules! e2e {
     ($name:ident, $scenario:expr) => {
-        #[tokio::test]
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            let Some(env) = cluster(stringify!($name)).await else {
+            let Some(target) = target(stringify!($name)).await else {
                 return;
             };
-            $scenario(&env).await;
-            cleanup(&env).await;
+            $scenario(&target.env).await;
+            cleanup(&target.env).await;
         }
     };
 }
@@ -117,3 +118,7 @@ e2e!(e2e_expiry, lifecycle::expiry);
 e2e!(e2e_idle_suspend, lifecycle::idle_suspend);
 e2e!(e2e_restart_converges, restart_five);
 e2e!(e2e_leader_election, lifecycle::leader_election);
+e2e!(
+    e2e_owned_objects_collected,
+    lifecycle::owned_objects_collected
+);

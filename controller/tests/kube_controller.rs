@@ -14,9 +14,12 @@ use serde_json::json;
 async fn fake() -> (FakeApiServer, FakeKubelet, Env) {
     let server = FakeApiServer::start().await.expect("fake API server");
     let kubelet = FakeKubelet::start(&server, KubeletOptions::default());
+    let client = server.client().expect("client");
     let env = Env {
-        client: server.client().expect("client"),
+        controller_client: client.clone(),
+        client,
         namespace: "team-a".to_owned(),
+        lease_namespace: "team-a".to_owned(),
         image: "busybox:1.36".to_owned(),
         timeout: Duration::from_secs(30),
     };
@@ -51,6 +54,12 @@ async fn idle_sandboxes_are_suspended() {
 async fn a_restarted_controller_converges() {
     let (_server, _kubelet, env) = fake().await;
     lifecycle::restart_converges(&env, 12).await;
+}
+
+#[tokio::test]
+async fn deleting_a_sandbox_collects_what_it_owns() {
+    let (_server, _kubelet, env) = fake().await;
+    lifecycle::owned_objects_collected(&env).await;
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! The controller benchmark: N sandboxes created against the fake API server with the fake
-//! kubelet, timed until every one is `Ready`, next to a baseline doing only the API writes a
-//! sandbox needs (create the Sandbox, create its Pod, patch its status), at the same
-//! concurrency, against the same kind of server.
+//! kubelet, or against the real control plane (`--api real`) with the cluster kubelet, timed
+//! until every one is `Ready`, next to a baseline doing only the API writes a sandbox needs
+//! (create the Sandbox, create its Pod, patch its status), at the same concurrency, against the
+//! same kind of server.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -17,6 +18,18 @@ use rouse_controller::run::{self, ControllerConfig, Probes};
 use rouse_shared::api::{Sandbox, SandboxSpec};
 use rouse_shared::store::KubeStore;
 use rouse_testsupport::kube::{FakeApiServer, FakeKubelet, KubeletOptions};
+
+use crate::real_api::RealApi;
+
+/// The API server the benchmark runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApiServer {
+    /// The in-process fake API server and fake kubelet.
+    Fake,
+    /// etcd, kube-apiserver and kube-controller-manager (testsupport/cluster/build.sh builds
+    /// them), with the cluster kubelet.
+    Real,
+}
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -31,11 +44,15 @@ pub struct ControllerBench {
     pub events: bool,
     /// Give up after this long.
     pub timeout: Duration,
+    /// Which API server.
+    pub api: ApiServer,
 }
 
 /// What it measured.
 #[derive(Debug, Clone)]
 pub struct ControllerReport {
+    /// Which API server.
+    pub api: ApiServer,
     /// Sandboxes that became Ready.
     pub sandboxes: usize,
     /// From the first create to the last Ready.
@@ -62,7 +79,7 @@ impl ControllerReport {
     }
 }
 
-fn sandbox(i: usize) -> Sandbox {
+fn sandbox(i: usize, namespace: &str) -> Sandbox {
     let mut s = Sandbox::new(
         &format!("bench-{i}"),
         SandboxSpec::running(Container {
@@ -75,8 +92,24 @@ fn sandbox(i: usize) -> Sandbox {
             ..Container::default()
         }),
     );
-    s.metadata.namespace = Some("bench".into());
+    s.metadata.namespace = Some(namespace.into());
     s
+}
+
+/// Where requests are counted.
+enum Counter<'a> {
+    Fake(&'a FakeApiServer),
+    Real(&'a RealApi),
+}
+
+impl Counter<'_> {
+    /// Requests served so far (client and controller; the kubelet's are not counted).
+    async fn requests(&self) -> anyhow::Result<u64> {
+        match self {
+            Counter::Fake(server) => Ok(server.requests().all().map(|(_, _, n)| n).sum()),
+            Counter::Real(real) => real.requests().await,
+        }
+    }
 }
 
 /// Runs the benchmark; `metrics` (a recorder rendering quantiles) adds reconcile latency.
@@ -84,11 +117,47 @@ pub async fn run(
     bench: &ControllerBench,
     metrics: Option<&PrometheusHandle>,
 ) -> anyhow::Result<ControllerReport> {
-    let baseline_elapsed = baseline(bench).await.context("baseline")?;
+    match bench.api {
+        ApiServer::Fake => {
+            let baseline_server = FakeApiServer::start().await.context("fake API server")?;
+            let baseline_client = baseline_server.client().context("client")?;
+            let baseline_elapsed = baseline(bench, baseline_client, "bench")
+                .await
+                .context("baseline")?;
+            let server = FakeApiServer::start().await.context("fake API server")?;
+            let _kubelet = FakeKubelet::start(&server, KubeletOptions::default());
+            let client = server.client().context("client")?;
+            let counter = Counter::Fake(&server);
+            measure(bench, metrics, client, counter, baseline_elapsed).await
+        }
+        ApiServer::Real => {
+            let real = RealApi::start(&["bench", "bench-baseline"])
+                .await
+                .context("real control plane")?;
+            let baseline_elapsed = baseline(bench, real.client.clone(), "bench-baseline")
+                .await
+                .context("baseline")?;
+            measure(
+                bench,
+                metrics,
+                real.client.clone(),
+                Counter::Real(&real),
+                baseline_elapsed,
+            )
+            .await
+        }
+    }
+}
 
-    let server = FakeApiServer::start().await.context("fake API server")?;
-    let _kubelet = FakeKubelet::start(&server, KubeletOptions::default());
-    let client = server.client().context("client")?;
+/// The controller run: sandboxes created in namespace `bench` with `client` until all are
+/// Ready.
+async fn measure(
+    bench: &ControllerBench,
+    metrics: Option<&PrometheusHandle>,
+    client: Client,
+    counter: Counter<'_>,
+    baseline_elapsed: Duration,
+) -> anyhow::Result<ControllerReport> {
     let shutdown = CancellationToken::new();
     let config = ControllerConfig {
         namespace: Some("bench".into()),
@@ -131,13 +200,13 @@ pub async fn run(
         }
     });
 
-    server.reset_requests();
+    let requests_before = counter.requests().await.context("count requests")?;
     let start = Instant::now();
     let created: HashMap<String, Instant> = stream::iter(0..bench.sandboxes)
         .map(|i| {
             let api = api.clone();
             async move {
-                let s = sandbox(i);
+                let s = sandbox(i, "bench");
                 let at = Instant::now();
                 api.create(&PostParams::default(), &s)
                     .await
@@ -170,7 +239,11 @@ pub async fn run(
         }
     }
     let elapsed = last - start;
-    let requests: u64 = server.requests().all().map(|(_, _, n)| n).sum();
+    let requests = counter
+        .requests()
+        .await
+        .context("count requests")?
+        .saturating_sub(requests_before);
     shutdown.cancel();
     watch.abort();
     controller
@@ -181,6 +254,7 @@ pub async fn run(
     latencies.sort();
     let pick = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q).round() as usize];
     Ok(ControllerReport {
+        api: bench.api,
         sandboxes: bench.sandboxes,
         elapsed,
         ready_latency: [pick(0.5), pick(0.99), pick(1.0)],
@@ -192,17 +266,19 @@ pub async fn run(
 
 /// The minimum API work per sandbox, issued directly: create it, create its pod, patch its
 /// status. What a controller with zero overhead would still have to do.
-async fn baseline(bench: &ControllerBench) -> anyhow::Result<Duration> {
-    let server = FakeApiServer::start().await.context("fake API server")?;
-    let client: Client = server.client().context("client")?;
-    let sandboxes: Api<Sandbox> = Api::namespaced(client.clone(), "bench");
-    let pods: Api<Pod> = Api::namespaced(client, "bench");
+async fn baseline(
+    bench: &ControllerBench,
+    client: Client,
+    namespace: &str,
+) -> anyhow::Result<Duration> {
+    let sandboxes: Api<Sandbox> = Api::namespaced(client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
     let start = Instant::now();
     stream::iter(0..bench.sandboxes)
         .map(|i| {
             let (sandboxes, pods) = (sandboxes.clone(), pods.clone());
             async move {
-                let s = sandbox(i);
+                let s = sandbox(i, namespace);
                 sandboxes.create(&PostParams::default(), &s).await?;
                 let pod = Pod {
                     metadata: kube::api::ObjectMeta {
@@ -250,7 +326,8 @@ fn reconcile_quantiles(handle: &PrometheusHandle) -> Option<[Duration; 2]> {
 pub fn print(report: &ControllerReport) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "controller: {} sandboxes Ready in {:.0} ms = {:.0} sandboxes/s; create->Ready p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "controller ({:?} API server): {} sandboxes Ready in {:.0} ms = {:.0} sandboxes/s; create->Ready p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        report.api,
         report.sandboxes,
         ms(report.elapsed),
         report.per_sec(),

@@ -9,5 +9,6 @@ pub mod claims;
 pub mod controller;
 pub mod measure;
 pub mod proxy;
+pub mod real_api;
 pub mod scenarios;
 pub mod wake;

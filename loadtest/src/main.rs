@@ -40,6 +40,10 @@ struct Cli {
     /// Controller scenario: publish Kubernetes Events.
     #[arg(long, default_value_t = false, env = "ROUSE_LOADTEST_EVENTS")]
     events: bool,
+    /// Controller scenario: the fake API server, or the real control plane (built by
+    /// testsupport/cluster/build.sh).
+    #[arg(long, value_enum, default_value = "fake", env = "ROUSE_LOADTEST_API")]
+    api: rouse_loadtest::controller::ApiServer,
     /// proxy: keep-alive connections of the HTTP load.
     #[arg(long, default_value_t = 50)]
     connections: usize,
@@ -199,6 +203,7 @@ fn controller(cli: &Cli) -> anyhow::Result<()> {
         concurrency: cli.concurrency,
         events: cli.events,
         timeout: Duration::from_secs(cli.seconds.max(60)),
+        api: cli.api,
     };
     let runtime = tokio::runtime::Runtime::new()?;
     let report = runtime.block_on(rouse_loadtest::controller::run(&bench, Some(&metrics)))?;

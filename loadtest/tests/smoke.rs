@@ -45,13 +45,14 @@ fn sample_hosts_cover_every_form() {
     assert_eq!(results, [true, true, true, true, false]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn controller_scenario_brings_every_sandbox_to_ready() {
+/// Runs the controller scenario with 20 sandboxes against `api` and checks its report.
+async fn controller_scenario(api: rouse_loadtest::controller::ApiServer) {
     let bench = rouse_loadtest::controller::ControllerBench {
         sandboxes: 20,
         concurrency: 4,
         events: false,
-        timeout: Duration::from_secs(30),
+        timeout: Duration::from_secs(120),
+        api,
     };
     let report = rouse_loadtest::controller::run(&bench, None)
         .await
@@ -62,4 +63,23 @@ async fn controller_scenario_brings_every_sandbox_to_ready() {
     // At least the client's create, the Pod create and one status write per sandbox.
     assert!(report.requests_per_sandbox >= 3.0, "{report:?}");
     assert!(report.reconcile_latency.is_none(), "no recorder was given");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_scenario_brings_every_sandbox_to_ready() {
+    controller_scenario(rouse_loadtest::controller::ApiServer::Fake).await;
+}
+
+/// The same on the real control plane (skipped without its binaries, outside CI).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_scenario_on_the_real_api_server() {
+    use rouse_testsupport::cluster;
+    if let Err(missing) = cluster::Binaries::find() {
+        assert!(
+            !cluster::required(),
+            "the control plane is required under CI: {missing:#}"
+        );
+        return eprintln!("skipping controller_scenario_on_the_real_api_server: {missing:#}");
+    }
+    controller_scenario(rouse_loadtest::controller::ApiServer::Real).await;
 }

@@ -1,4 +1,5 @@
 //! Test-only support code for Rouse. Never a dependency of the shipped binary: only
 //! `[dev-dependencies]` name this crate.
 
+pub mod cluster;
 pub mod kube;

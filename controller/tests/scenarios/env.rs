@@ -23,10 +23,14 @@ use tokio_util::sync::CancellationToken;
 /// Where a scenario runs.
 #[derive(Clone)]
 pub struct Env {
-    /// A client of the API server.
+    /// A client of the API server (the test's own actions).
     pub client: Client,
+    /// The client controllers run with: `client`, or one limited to the controller's RBAC.
+    pub controller_client: Client,
     /// The scenario's own namespace.
     pub namespace: String,
+    /// Where leader election leases go (the controller's own namespace on a cluster with RBAC).
+    pub lease_namespace: String,
     /// The image and command of test pods (a real cluster needs a real image).
     pub image: String,
     /// How long waits may take before they fail.
@@ -77,11 +81,12 @@ impl Env {
         }
     }
 
-    /// A leader election config for replica `identity`, with short periods.
+    /// A leader election config for replica `identity`, with short periods; the lease is
+    /// named after the scenario's namespace, so scenarios sharing a lease namespace never meet.
     pub fn lease(&self, identity: &str) -> LeaseConfig {
         LeaseConfig {
-            name: "rouse-controller-test".to_owned(),
-            namespace: self.namespace.clone(),
+            name: format!("rouse-controller-{}", self.namespace),
+            namespace: self.lease_namespace.clone(),
             identity: identity.to_owned(),
             duration: Duration::from_secs(3),
             retry_period: Duration::from_millis(300),
@@ -92,10 +97,13 @@ impl Env {
     pub fn start(&self, config: ControllerConfig) -> RunningController {
         let shutdown = CancellationToken::new();
         let probes = Probes::default();
-        let store = KubeStore::new(self.client.clone());
+        let store = KubeStore::new(self.controller_client.clone());
         let task = tokio::spawn({
-            let (client, probes, shutdown) =
-                (self.client.clone(), probes.clone(), shutdown.clone());
+            let (client, probes, shutdown) = (
+                self.controller_client.clone(),
+                probes.clone(),
+                shutdown.clone(),
+            );
             async move {
                 run::run(client, store, config, probes, shutdown)
                     .await

@@ -1,9 +1,9 @@
 //! The Sandbox lifecycle scenarios: create, suspend, resume, expiry, idle suspend, restart,
-//! leader election.
+//! leader election, garbage collection of what a Sandbox owns.
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::ListParams;
+use kube::api::{DeleteParams, ListParams};
 use kube::{Api, ResourceExt};
 use rouse_shared::api::keys::SANDBOX_NAME_HASH;
 use rouse_shared::names::sandbox_name_hash;
@@ -310,4 +310,47 @@ pub async fn leader_election(env: &Env) {
     env.create(&sandbox(env, "grace")).await;
     env.wait_ready("grace", "True", "DependenciesReady").await;
     standby.stop().await;
+}
+
+/// Deleting a Sandbox (with the controller stopped, so only the garbage collector acts) takes
+/// its Pod, PersistentVolumeClaim and Service with it through their owner references.
+pub async fn owned_objects_collected(env: &Env) {
+    let controller = env.start(env.config());
+    let mut owner = sandbox(env, "hank");
+    owner.spec.service = Some(true);
+    env.create(&owner).await;
+    env.wait_ready("hank", "True", "DependenciesReady").await;
+    controller.stop().await;
+    env.sandboxes()
+        .delete("hank", &DeleteParams::background())
+        .await
+        .expect("delete sandbox");
+    env.wait_gone("hank").await;
+    let pods: Api<Pod> = env.pods();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), &env.namespace);
+    let services: Api<Service> = Api::namespaced(env.client.clone(), &env.namespace);
+    wait_for(
+        env.timeout,
+        "pod, claim and service of hank collected",
+        || async {
+            let left = [
+                pods.get_opt("hank").await.map(|o| o.map(|_| "pod")),
+                claims
+                    .get_opt("data-hank")
+                    .await
+                    .map(|o| o.map(|_| "claim")),
+                services.get_opt("hank").await.map(|o| o.map(|_| "service")),
+            ];
+            let left: Vec<String> = left
+                .into_iter()
+                .filter_map(|r| match r {
+                    Ok(None) => None,
+                    Ok(Some(kind)) => Some(kind.to_owned()),
+                    Err(e) => Some(e.to_string()),
+                })
+                .collect();
+            if left.is_empty() { Ok(()) } else { Err(left) }
+        },
+    )
+    .await;
 }

@@ -3,6 +3,8 @@
 //!
 //! It works on the fake server's storage directly, so its writes are watch events like any
 //! other but do not show up in [`FakeApiServer::requests`](super::FakeApiServer::requests).
+//! [`ClusterKubelet`](crate::cluster::ClusterKubelet) does the same through a real API server,
+//! with the same [`KubeletOptions`].
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -45,11 +47,11 @@ type PodFn<T> = Arc<dyn Fn(&Value) -> T + Send + Sync>;
 /// How the fake kubelet behaves.
 #[derive(Clone)]
 pub struct KubeletOptions {
-    node_name: String,
-    start_delay: Duration,
-    deletion: PodDeletion,
-    pod_ip: PodFn<String>,
-    outcome: PodFn<PodOutcome>,
+    pub(crate) node_name: String,
+    pub(crate) start_delay: Duration,
+    pub(crate) deletion: PodDeletion,
+    pub(crate) pod_ip: PodFn<String>,
+    pub(crate) outcome: PodFn<PodOutcome>,
 }
 
 impl Default for KubeletOptions {
@@ -273,8 +275,9 @@ impl Kubelet {
     }
 }
 
-/// The status a kubelet reports for a pod with the given outcome.
-fn pod_status(pod: &Value, ip: &str, outcome: PodOutcome) -> Value {
+/// The status a kubelet reports for a pod with the given outcome (also written through a real
+/// API server by [`ClusterKubelet`](crate::cluster::ClusterKubelet)).
+pub(crate) fn pod_status(pod: &Value, ip: &str, outcome: PodOutcome) -> Value {
     let now = timestamp_in(Duration::ZERO);
     let uid = meta_str(pod, "uid").unwrap_or_default();
     let (phase, ready, reason) = match outcome {

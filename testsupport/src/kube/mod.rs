@@ -17,6 +17,7 @@ mod storage;
 mod watch;
 mod write;
 
+pub(crate) use kubelet::pod_status;
 pub use kubelet::{FakeKubelet, KubeletOptions, PodDeletion, PodOutcome};
 pub use registry::{RESOURCES, ResourceType};
 pub use server::{FakeApiServer, FakeApiServerBuilder, RequestCounts};
