@@ -144,3 +144,31 @@ async fn a_resume_from_elsewhere_serves_the_held_connections() {
     );
     proxy.shutdown().await;
 }
+
+/// A connection that arrives while the proxy is still loading its routes (the directory's
+/// first list, e.g. right after `rouse up` restarts) waits for them instead of being told
+/// that its sandbox does not exist.
+#[tokio::test]
+async fn a_connection_before_the_routes_are_loaded_waits_for_them() {
+    let backend = Backend::start().await;
+    let directory = TestDirectory::new();
+    directory.running("hello", backend.addr);
+    let router = rouse_proxy::Router::new(config(""), directory.clone()).expect("router");
+    let target = router
+        .resolve_host(&host("hello"))
+        .expect("the host names a sandbox");
+    let connect = router.connect(&target, rouse_proxy::ConnKind::Tcp);
+    let mut connect = std::pin::pin!(connect);
+    // The routes are not loaded yet: the connection must wait, not fail with 404.
+    assert!(
+        futures::poll!(connect.as_mut()).is_pending(),
+        "a connection before the first route list must wait for it"
+    );
+    router.start_updates();
+    let upstream = tokio::time::timeout(DEADLINE, connect)
+        .await
+        .expect("connected once the routes are loaded")
+        .expect("the sandbox is known once the routes are loaded");
+    assert_eq!(upstream.addr, backend.addr);
+    router.stop_background().await;
+}

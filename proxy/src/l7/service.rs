@@ -63,6 +63,7 @@ async fn proxy(
     router.check_rate(peer.ip())?;
     let host = request_host(&req)?;
     let target = target_of(router, req.headers(), &host)?;
+    router.wait_synced().await;
     let guard =
         router
             .guard(&target.key, ConnKind::Http)

@@ -149,7 +149,8 @@ pub(crate) struct Inner {
     background: CancellationToken,
     drain: CancellationToken,
     hard_stop: CancellationToken,
-    synced: AtomicBool,
+    /// Cancelled once the directory has sent its first full list (a one-shot start barrier).
+    synced: CancellationToken,
     draining: AtomicBool,
     l7_client: OnceLock<crate::l7::client::UpstreamClient>,
 }
@@ -186,7 +187,7 @@ impl Router {
                 background: CancellationToken::new(),
                 drain: CancellationToken::new(),
                 hard_stop: CancellationToken::new(),
-                synced: AtomicBool::new(false),
+                synced: CancellationToken::new(),
                 draining: AtomicBool::new(false),
                 l7_client: OnceLock::new(),
             }),
@@ -241,6 +242,7 @@ impl Router {
         target: &RouteTarget,
         kind: ConnKind,
     ) -> Result<Upstream, ProxyError> {
+        self.wait_synced().await;
         let slot = self.slot(&target.key).ok_or_else(|| {
             let err = ProxyError::UnknownSandbox {
                 key: target.key.clone(),
@@ -257,6 +259,17 @@ impl Router {
             addr,
             guard,
         })
+    }
+
+    /// Waits, at most the wake deadline, for the directory's first full list: a connection
+    /// that arrives while the proxy starts must not be told that its sandbox does not exist.
+    /// Returns at once after the first sync.
+    pub async fn wait_synced(&self) {
+        if self.inner.synced.is_cancelled() {
+            return;
+        }
+        let deadline = self.config().wake.deadline;
+        let _ = tokio::time::timeout(deadline, self.inner.synced.cancelled()).await;
     }
 
     /// The current route state of a sandbox (`None` when it is not in the table).
@@ -284,7 +297,7 @@ impl Router {
 
     /// True once the directory has sent its first full list and until draining starts.
     pub fn is_ready(&self) -> bool {
-        self.inner.synced.load(Ordering::Acquire) && !self.inner.draining.load(Ordering::Acquire)
+        self.inner.synced.is_cancelled() && !self.inner.draining.load(Ordering::Acquire)
     }
 
     /// Connections (and L7 requests) open to a sandbox now.
@@ -314,7 +327,7 @@ impl Router {
                 };
                 match update {
                     Some(RouteUpdate::Synced) => {
-                        router.inner.synced.store(true, Ordering::Release);
+                        router.inner.synced.cancel();
                     }
                     Some(RouteUpdate::Set { key, state }) => {
                         let rc = router.config().wake.release_concurrency;
@@ -388,6 +401,7 @@ impl Router {
         &self,
         target: &RouteTarget,
     ) -> Result<(tokio::net::TcpStream, SocketAddr, Arc<Slot>), ProxyError> {
+        self.wait_synced().await;
         let slot = self
             .slot(&target.key)
             .ok_or_else(|| ProxyError::UnknownSandbox {
