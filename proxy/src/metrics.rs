@@ -37,6 +37,9 @@ pub const ACTIVITY_REPORTS_TOTAL: &str = "rouse_proxy_activity_reports_total";
 pub const ROUTE_UPDATES_TOTAL: &str = "rouse_proxy_route_updates_total";
 /// Sandboxes in the routing table.
 pub const ROUTES: &str = "rouse_proxy_routes";
+/// Bodiless GET/HEAD/OPTIONS requests sent again after the upstream connection was lost
+/// before any response (the workload was being stopped under them).
+pub const REQUEST_RETRIES_TOTAL: &str = "rouse_proxy_request_retries_total";
 /// Config reloads, by `result` (ok, error).
 pub const CONFIG_RELOADS_TOTAL: &str = "rouse_proxy_config_reloads_total";
 /// Client connections closed for a bad request head, by `reason` (header_timeout, too_large, malformed, idle).

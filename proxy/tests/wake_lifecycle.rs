@@ -172,3 +172,58 @@ async fn a_connection_before_the_routes_are_loaded_waits_for_them() {
     assert_eq!(upstream.addr, backend.addr);
     router.stop_background().await;
 }
+
+/// A backend whose first `drops` connections read the request and close without answering
+/// (a workload stopped under the request); later ones answer 200 "ok".
+async fn dropping_backend(drops: usize) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let mut accepted = 0;
+        while let Ok((mut stream, _)) = listener.accept().await {
+            accepted += 1;
+            let drop_it = accepted <= drops;
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                if !drop_it {
+                    let reply =
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
+                    let _ = stream.write_all(reply).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A bodiless GET whose upstream connection closes before any response (the workload stopped
+/// under it) is sent once more and served; a POST is not sent again (502).
+#[tokio::test]
+async fn a_get_whose_workload_went_away_under_it_is_sent_again() {
+    let backend = dropping_backend(1).await;
+    let directory = TestDirectory::new();
+    directory.running("hello", backend);
+    let proxy = start(config(LONG_WAKE), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+    let reply = get(addr, &host("hello"), "/").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.body, "ok");
+
+    let backend = dropping_backend(1).await;
+    directory.running("other", backend);
+    let post = http::Request::post("/")
+        .header("host", host("other"))
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(b"x")))
+        .expect("request");
+    let reply = support::client::send(addr, post).await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY, "{}", reply.body);
+}

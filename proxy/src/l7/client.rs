@@ -31,8 +31,10 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most idle connections kept per sandbox port.
 const POOL_MAX_IDLE_PER_TARGET: usize = 64;
 
-/// The body type sent upstream.
-pub(crate) type UpstreamBody = CountingBody<Incoming>;
+/// The body type sent upstream: the client's body, or nothing when a bodiless request is sent
+/// again (see `service::replayable`).
+pub(crate) type UpstreamBody =
+    CountingBody<http_body_util::Either<Incoming, http_body_util::Empty<bytes::Bytes>>>;
 
 /// The pooled client.
 pub(crate) struct UpstreamClient {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, Version};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Either};
 use hyper::body::Incoming;
 
 use super::body::{CountingBody, Direction};
@@ -92,13 +92,40 @@ async fn proxy(
     if let Ok(value) = HeaderValue::from_str(&host) {
         parts.headers.insert(header::HOST, value);
     }
-    let body = CountingBody::new(body, Arc::clone(&guard), Direction::ToUpstream);
+    let replay = replayable(&parts.method, &body, upgrade.is_some())
+        .then(|| (parts.method.clone(), parts.headers.clone()));
+    let body = CountingBody::new(
+        Either::Left(body),
+        Arc::clone(&guard),
+        Direction::ToUpstream,
+    );
     let upstream_req = Request::from_parts(parts, body);
-    let mut upstream_resp = router
-        .l7_client()
-        .request(upstream_req)
-        .await
-        .map_err(|err| classify(&target.key, &err))?;
+    let mut upstream_resp = match (router.l7_client().request(upstream_req).await, replay) {
+        (Ok(resp), _) => resp,
+        (Err(err), Some((method, headers))) if connection_lost(&err) => {
+            // The workload went away under the request (a suspend the proxy had not seen yet):
+            // send it once more, through hold-and-wake, at the sandbox's current address.
+            metrics::counter!(m::REQUEST_RETRIES_TOTAL).increment(1);
+            tracing::debug!(sandbox.key = %target.key, error = %chain(&err), "request sent again");
+            let epoch = router.slot(&target.key).map_or(0, |slot| slot.epoch());
+            let empty = Either::Right(http_body_util::Empty::new());
+            let mut again = Request::new(CountingBody::new(
+                empty,
+                Arc::clone(&guard),
+                Direction::ToUpstream,
+            ));
+            *again.method_mut() = method;
+            *again.headers_mut() = headers;
+            *again.uri_mut() = client::target_uri(&target, epoch, &path)
+                .map_err(|err| ProxyError::BadRequest(format!("request target: {err}")))?;
+            router
+                .l7_client()
+                .request(again)
+                .await
+                .map_err(|err| classify(&target.key, &err))?
+        }
+        (Err(err), _) => return Err(classify(&target.key, &err)),
+    };
     let status = upstream_resp.status();
     if status == http::StatusCode::SWITCHING_PROTOCOLS {
         let Some(downstream) = downstream_upgrade else {
@@ -204,6 +231,42 @@ pub fn target_of(
 }
 
 /// Finds the proxy's own error in a client error's source chain.
+/// Whether a request may be sent again after its upstream connection was lost: a safe method
+/// (RFC 9110 §9.2.1) with no body and no upgrade, so a second send cannot repeat an effect or
+/// need a body that was already consumed.
+fn replayable(method: &Method, body: &Incoming, upgrade: bool) -> bool {
+    use hyper::body::Body as _;
+    !upgrade
+        && body.is_end_stream()
+        && matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Whether the request failed because the upstream connection closed or reset before any
+/// response — not a connect error (those went through hold-and-wake already) and not a
+/// proxy decision.
+fn connection_lost(err: &hyper_util::client::legacy::Error) -> bool {
+    if err.is_connect() {
+        return false;
+    }
+    let mut source: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = source {
+        if e.downcast_ref::<ProxyError>().is_some() {
+            return false;
+        }
+        if let Some(hyper) = e.downcast_ref::<hyper::Error>()
+            && (hyper.is_incomplete_message() || hyper.is_canceled())
+        {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+            return matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe);
+        }
+        source = e.source();
+    }
+    false
+}
+
 fn classify(key: &SandboxKey, err: &hyper_util::client::legacy::Error) -> ProxyError {
     let mut source: Option<&(dyn StdError + 'static)> = Some(err);
     while let Some(e) = source {
