@@ -127,3 +127,102 @@ async fn a_kill_during_a_wake_leaves_no_orphan_and_the_next_run_wakes_again() {
     let left = workload_processes(&data);
     assert!(left.is_empty(), "workload processes left running: {left:?}");
 }
+
+/// A web server that takes three seconds to start: connections to it stay held meanwhile.
+const SLOW_START: &str = "sleep 3; exec python3 -m http.server --bind 127.0.0.1 \"$PORT\"";
+
+/// Starts `rouse up` with the admin listener, a slow-starting sandbox `slow`, suspended.
+async fn suspended_slow_sandbox(dir: &std::path::Path) -> Rouse {
+    let options = Options {
+        admin: true,
+        ..Options::default()
+    };
+    let rouse = Rouse::start(dir, &options);
+    rouse.create(&sandbox("slow", SLOW_START, json!({}))).await;
+    rouse.wait_condition("slow", "Ready", "True", None).await;
+    suspend(&rouse, "slow").await;
+    rouse
+        .wait_condition("slow", "Suspended", "True", None)
+        .await;
+    rouse
+}
+
+/// Sends `n` GETs to `slow` through the proxy and waits until the proxy holds all of them.
+async fn hold(rouse: &Rouse, n: usize) -> tokio::task::JoinSet<Result<(u16, String), String>> {
+    let mut held = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let proxy = rouse.proxy;
+        held.spawn(async move {
+            let host = "slow.default.sandbox.localhost";
+            support::http(proxy, "GET", "/", host, &[], String::new()).await
+        });
+    }
+    let until = Instant::now() + support::DEADLINE;
+    loop {
+        let now = rouse.metric("rouse_proxy_held_connections", "").await;
+        if now >= n as f64 {
+            break;
+        }
+        if Instant::now() > until {
+            rouse.fail(&format!("{n} connections not held; held {now}"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    held
+}
+
+#[tokio::test]
+async fn deleting_a_sandbox_ends_its_50_held_connections_promptly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rouse = suspended_slow_sandbox(dir.path()).await;
+    let mut held = hold(&rouse, 50).await;
+    let deleted = Instant::now();
+    let (code, body) = rouse
+        .api("DELETE", "/v1/namespaces/default/sandboxes/slow", None)
+        .await;
+    assert!(code == 200 || code == 202, "delete: {code} {body}");
+    // Far below the 60 s wake deadline: they end because the sandbox is gone.
+    let bound = Duration::from_secs(10);
+    while let Some(answer) = tokio::time::timeout(bound, held.join_next())
+        .await
+        .expect("every held connection ends promptly after the delete")
+    {
+        if let Ok((code, body)) = answer.expect("client task") {
+            assert!(
+                code == 404 || code == 502,
+                "a held request to a deleted sandbox answered {code}: {body}"
+            );
+        }
+    }
+    eprintln!(
+        "50 held connections ended {:?} after the delete",
+        deleted.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_resume_through_the_api_while_connections_are_held_serves_them_with_one_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rouse = suspended_slow_sandbox(dir.path()).await;
+    let runs_before = rouse.runs("slow").len();
+    let mut held = hold(&rouse, 20).await;
+    let (code, body) = rouse
+        .api("POST", "/v1/namespaces/default/sandboxes/slow/resume", None)
+        .await;
+    assert_eq!(code, 200, "resume: {body}");
+    while let Some(answer) = tokio::time::timeout(support::DEADLINE, held.join_next())
+        .await
+        .expect("every held connection is served")
+    {
+        let (code, body) = answer
+            .expect("client task")
+            .unwrap_or_else(|err| rouse.fail(&format!("held GET: {err}")));
+        assert_eq!(code, 200, "a held request answered {code}: {body}");
+    }
+    let runs = rouse.runs("slow");
+    assert_eq!(
+        runs.len(),
+        runs_before + 1,
+        "the proxy's wake and the API's resume started the workload once: {runs:?}"
+    );
+}
