@@ -1,6 +1,8 @@
 //! `rouse up` end to end: the lost wake of issue 9. A sandbox suspended again at once after
 //! a wake — before it reports Ready — is woken by the next request, cycle after cycle; and a
-//! `kill -9` in the middle of a wake leaves nothing behind and the next run wakes it again.
+//! `kill -9` in the middle of a wake leaves nothing behind and the next run wakes it again; a
+//! delete ends held connections at once; a resume through the API while connections are held
+//! serves them with one start.
 
 mod support;
 
