@@ -80,16 +80,7 @@ async fn idle_suspend_never_stops_a_sandbox_in_use() {
 
 /// Runs the `rouse` CLI against this `rouse up`; the exit status and stderr.
 fn cli(rouse: &Rouse, args: &[&str]) -> (bool, String) {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rouse"))
-        .args(args)
-        .arg("--server")
-        .arg(format!("http://{}", rouse.api))
-        .arg("--data-dir")
-        .arg(&rouse.data)
-        .env_remove("ROUSE_TOKEN")
-        .env_remove("ROUSE_SERVER")
-        .output()
-        .expect("run the rouse CLI");
+    let output = rouse.cli(args);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     (output.status.success(), stderr)
 }

@@ -20,16 +20,7 @@ const POOL: &str =
 
 /// Runs the `rouse` CLI against this `rouse up`; the exit status and stdout.
 fn cli(rouse: &Rouse, args: &[&str]) -> (bool, String) {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rouse"))
-        .args(args)
-        .arg("--server")
-        .arg(format!("http://{}", rouse.api))
-        .arg("--data-dir")
-        .arg(&rouse.data)
-        .env_remove("ROUSE_TOKEN")
-        .env_remove("ROUSE_SERVER")
-        .output()
-        .expect("run the rouse CLI");
+    let output = rouse.cli(args);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     if !output.status.success() {
         eprintln!(

@@ -221,6 +221,21 @@ impl Rouse {
         std::fs::read_to_string(self.log_path(name)).unwrap_or_default()
     }
 
+    /// Runs the `rouse` CLI against this `rouse up` (its server and data directory, no token
+    /// or server from the environment).
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rouse"))
+            .args(args)
+            .arg("--server")
+            .arg(format!("http://{}", self.api))
+            .arg("--data-dir")
+            .arg(&self.data)
+            .env_remove("ROUSE_TOKEN")
+            .env_remove("ROUSE_SERVER")
+            .output()
+            .expect("run the rouse CLI")
+    }
+
     /// Sends a request to the REST API (with the token, if any).
     pub async fn api(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
         self.api_as(method, path, body, self.token.as_deref()).await

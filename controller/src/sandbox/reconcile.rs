@@ -8,13 +8,14 @@ use kube::{Resource, ResourceExt};
 use rouse_shared::api::keys::{condition, reason};
 use rouse_shared::api::{Sandbox, SandboxStatus};
 use rouse_shared::store::{DeleteParams, ObjectKey, Patch, Store, StoreError};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use tracing::{debug, warn};
 
 use super::action::SandboxOp;
 use super::conditions::{FALSE, Transition, Want, transitions};
 use super::plan::plan;
 use crate::platform::{Platform, PlatformError};
+pub(crate) use crate::status::status_patch;
 
 /// What a reconcile did.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -227,31 +228,4 @@ async fn report_error<S: Store<Sandbox>>(
     {
         warn!(sandbox.key = %key, error = %e, "could not record the reconcile error");
     }
-}
-
-/// A merge patch turning status `old` into `new`, touching only the fields that differ (so a
-/// concurrent `lastActivityTime` update by the proxy is never reverted); `None` if equal.
-pub(crate) fn status_patch(old: &SandboxStatus, new: &SandboxStatus) -> Option<Patch> {
-    let as_map = |s: &SandboxStatus| match serde_json::to_value(s) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
-    };
-    let (old, new) = (as_map(old), as_map(new));
-    let mut diff = Map::new();
-    for (k, v) in &new {
-        if old.get(k) != Some(v) {
-            diff.insert(k.clone(), v.clone());
-        }
-    }
-    for k in old.keys() {
-        if !new.contains_key(k) {
-            diff.insert(k.clone(), Value::Null);
-        }
-    }
-    if diff.is_empty() {
-        return None;
-    }
-    let mut root = Map::new();
-    root.insert("status".to_owned(), Value::Object(diff));
-    Some(Patch::Merge(root))
 }
