@@ -81,5 +81,12 @@ async fn controller_scenario_on_the_real_api_server() {
         );
         return eprintln!("skipping controller_scenario_on_the_real_api_server: {missing:#}");
     }
-    controller_scenario(rouse_loadtest::controller::ApiServer::Real).await;
+    // A bound on the whole scenario (control plane start included), so that a stuck start
+    // fails with a message instead of holding the test run.
+    tokio::time::timeout(
+        Duration::from_secs(600),
+        controller_scenario(rouse_loadtest::controller::ApiServer::Real),
+    )
+    .await
+    .expect("the real-API controller scenario finishes within 10 minutes");
 }

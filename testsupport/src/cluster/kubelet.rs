@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::task::{JoinHandle, JoinSet};
@@ -42,7 +42,9 @@ async fn run(pods: Api<Pod>, options: KubeletOptions) {
     let mut started = HashSet::new();
     let mut terminating = HashSet::new();
     let mut tasks = JoinSet::new();
-    let mut events = watcher(pods.clone(), watcher::Config::default()).boxed();
+    let mut events = watcher(pods.clone(), watcher::Config::default())
+        .default_backoff()
+        .boxed();
     loop {
         let event = tokio::select! {
             event = events.next() => event,
@@ -50,7 +52,7 @@ async fn run(pods: Api<Pod>, options: KubeletOptions) {
         };
         let pod = match event {
             None => return,
-            // The watcher retries with backoff by itself; keep following it.
+            // The watcher retries with its default backoff; keep following it.
             Some(Err(_)) => continue,
             Some(Ok(watcher::Event::Delete(pod))) => {
                 let uid = pod.uid().unwrap_or_default();
