@@ -28,6 +28,35 @@ async fn http1_request_reaches_the_sandbox() {
     proxy.shutdown().await;
 }
 
+/// A client that half-closes after sending its request (`nc -N`, `shutdown(SHUT_WR)`) still
+/// gets the whole response.
+#[tokio::test]
+async fn half_closed_clients_get_their_response() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let backend = Backend::start().await;
+    let directory = TestDirectory::new();
+    directory.running("alice", backend.addr);
+    let proxy = start(config(""), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET /half HTTP/1.1\r\nHost: {}\r\n\r\n", host("alice"));
+    stream.write_all(request.as_bytes()).await.expect("write");
+    stream.shutdown().await.expect("half-close");
+    let mut reply = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut reply),
+    )
+    .await
+    .expect("the proxy answers and closes within 10 s")
+    .expect("read");
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 200"), "reply: {reply}");
+    assert!(reply.ends_with("hello /half"), "reply: {reply}");
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn h2c_request_reaches_the_sandbox() {
     let backend = Backend::start().await;

@@ -6,6 +6,7 @@ mod support;
 use std::io::Write;
 
 use http::StatusCode;
+use rouse_proxy::RouteState;
 use rouse_proxy::directory::SandboxKey;
 use support::backend::Backend;
 use support::client::get;
@@ -145,4 +146,41 @@ async fn drain_deadline_closes_what_is_left() {
         .await
         .expect("the proxy closed the connection");
     assert!(rest.is_empty(), "no response for the cut request");
+}
+
+/// A request held for a sandbox that is still waking when the proxy drains gets 503 with
+/// `Retry-After` at once, and the drain does not wait for it.
+#[tokio::test]
+async fn drain_answers_held_requests_with_503() {
+    let directory = TestDirectory::new();
+    directory.set("sleepy", RouteState::suspended(true));
+    let proxy = start(config("[drain]\ntimeout = \"60s\"\n"), &directory).await;
+    let http = proxy.addrs().http.expect("http listener");
+    let router = proxy.router().clone();
+
+    let held = tokio::spawn(async move { get(http, &host("sleepy"), "/").await });
+    wait_for("the request held", || {
+        let router = router.clone();
+        async move { router.held_connections() == 1 }
+    })
+    .await;
+    let started = std::time::Instant::now();
+    tokio::time::timeout(DEADLINE, proxy.shutdown())
+        .await
+        .expect("drain ends without waiting for the held request");
+    let reply = tokio::time::timeout(DEADLINE, held)
+        .await
+        .expect("held request answered")
+        .expect("client task");
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        reply.headers.contains_key("retry-after"),
+        "{:?}",
+        reply.headers
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "drain waited {:?}",
+        started.elapsed()
+    );
 }

@@ -72,6 +72,9 @@ where
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_header_bytes)
+        // A client may shut down its write side once its request is sent (`nc -N`, many
+        // scripts); it still waits for the response.
+        .half_close(true)
         .keep_alive(true);
     builder
         .http2()

@@ -106,10 +106,17 @@ pub(super) async fn connect_slot(
                     maybe_wake(router, slot, suspension, wake.deadline);
                 }
                 HoldAction::Wait => {
-                    next_event = Some(match timeout_at(deadline, rx.changed()).await {
-                        Err(_) => HoldEvent::Deadline,
-                        Ok(Err(_)) => HoldEvent::Route(Observed::Missing),
-                        Ok(Ok(())) => route_event(&mut rx, target.port, &mut dial_to),
+                    // A held client is answered at once when the proxy drains (503 with
+                    // Retry-After), not left waiting out the drain for a sandbox that may
+                    // never come up in time.
+                    let drain = router.drain_signal();
+                    next_event = Some(tokio::select! {
+                        changed = timeout_at(deadline, rx.changed()) => match changed {
+                            Err(_) => HoldEvent::Deadline,
+                            Ok(Err(_)) => HoldEvent::Route(Observed::Missing),
+                            Ok(Ok(())) => route_event(&mut rx, target.port, &mut dial_to),
+                        },
+                        () = drain.cancelled() => return Err(ProxyError::ShuttingDown),
                     });
                 }
                 HoldAction::Dial => {
@@ -139,9 +146,11 @@ pub(super) async fn connect_slot(
                     );
                 }
                 HoldAction::Pause => {
+                    let drain = router.drain_signal();
                     tokio::select! {
                         () = tokio::time::sleep(backoff) => {}
                         _ = rx.changed() => {}
+                        () = drain.cancelled() => return Err(ProxyError::ShuttingDown),
                     }
                     backoff = (backoff * 2).min(wake.dial_backoff_max);
                     next_event = Some(if tokio::time::Instant::now() >= deadline {
