@@ -193,6 +193,17 @@ impl Failure {
         )
     }
 
+    /// 504 `Timeout`: a watch from a resourceVersion newer than the store's, as kube-apiserver
+    /// reports it (clients retry after a second).
+    pub fn too_large_resource_version(message: impl Into<String>) -> Self {
+        let mut failure = Self::new(StatusCode::GATEWAY_TIMEOUT, "Timeout", message);
+        failure.details = Some(json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        }));
+        failure
+    }
+
     /// The failure a store error stands for.
     pub fn from_store(kind: Kind, err: &StoreError) -> Self {
         match err {
@@ -221,6 +232,9 @@ impl Failure {
                 &[(String::new(), message.clone())],
             ),
             StoreError::Expired { .. } => Self::expired(err.to_string()),
+            StoreError::TooLargeResourceVersion { .. } => {
+                Self::too_large_resource_version(err.to_string())
+            }
             StoreError::Unavailable { .. } => Self::unavailable(err.to_string()),
         }
     }

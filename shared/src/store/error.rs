@@ -51,6 +51,15 @@ pub enum StoreError {
         /// The version that was asked for.
         resource_version: String,
     },
+    /// A watch asked for a resourceVersion newer than any the store has issued (504 `Timeout`
+    /// on the API, as kube-apiserver answers "Too large resource version").
+    #[error("Too large resource version: {resource_version}, current: {current}")]
+    TooLargeResourceVersion {
+        /// The version that was asked for.
+        resource_version: String,
+        /// The newest version the store has.
+        current: String,
+    },
     /// The store cannot be reached or failed internally (5xx, timeouts, I/O).
     #[error("store unavailable: {message}")]
     Unavailable {
@@ -71,6 +80,7 @@ impl StoreError {
             StoreError::AlreadyExists { .. } => "already_exists",
             StoreError::Invalid { .. } => "invalid",
             StoreError::Expired { .. } => "expired",
+            StoreError::TooLargeResourceVersion { .. } => "too_large_resource_version",
             StoreError::Unavailable { .. } => "unavailable",
         }
     }
@@ -80,7 +90,9 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            StoreError::Conflict { .. } | StoreError::Unavailable { .. }
+            StoreError::Conflict { .. }
+                | StoreError::Unavailable { .. }
+                | StoreError::TooLargeResourceVersion { .. }
         )
     }
 

@@ -187,6 +187,15 @@ async fn logs_tail_and_follow() {
         file.write_all(b"four\n").expect("append");
     }
     assert_eq!(follow.text_until("four\n", DEADLINE).await, "four\n");
+
+    // Following a sandbox that is deleted ends with it.
+    c.post(SANDBOXES, &sandbox("brief")).await;
+    let mut brief = c
+        .stream(&format!("{SANDBOXES}/brief/log?follow=true"))
+        .await;
+    c.delete(&format!("{SANDBOXES}/brief")).await;
+    brief.end(DEADLINE).await;
+
     server.shutdown.cancel();
     follow.end(DEADLINE).await;
     server.stop().await;
@@ -320,4 +329,31 @@ async fn the_bearer_scheme_is_case_insensitive_and_a_bad_version_is_a_bad_reques
             "{body}"
         );
     }
+}
+
+/// A watch from a version the store has not reached is answered as kube-apiserver does: 504
+/// `Timeout`, "Too large resource version", with the cause and a retry hint, not a hang.
+#[tokio::test]
+async fn a_watch_from_a_future_version_is_too_large() {
+    let server = Server::embedded().await;
+    let got = tokio::time::timeout(
+        DEADLINE,
+        server
+            .client
+            .get(&format!("{SANDBOXES}?watch=true&resourceVersion=99999")),
+    )
+    .await
+    .expect("answered, not hung");
+    assert_status(&got, 504, "Timeout");
+    let body = got.1;
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Too large resource version: 99999")),
+        "{body}"
+    );
+    assert_eq!(
+        body["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
 }

@@ -1,7 +1,7 @@
 //! `Store<K>` for every kind: encodes requests to JSON for the untyped core, decodes what it
 //! returns, and records the operation metrics.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use redb::{ReadTransaction, ReadableDatabase};
@@ -19,6 +19,10 @@ use super::select::selects;
 use super::tables::{self, META, OBJECTS, get_object, list_objects, unavailable};
 use super::watch::into_stream;
 use super::writer::Request;
+
+/// How long a watch from a version just ahead of the watch history waits for it (kube-apiserver
+/// waits 3 s for its cache before answering "Too large resource version").
+const TOO_LARGE_VERSION_WAIT: Duration = Duration::from_secs(3);
 
 fn kind_of<K: StoreObject>() -> String {
     K::kind(&()).into_owned()
@@ -208,6 +212,28 @@ impl EmbeddedStore {
                 message: format!("resourceVersion {rv:?} is not a version this store issued"),
             })?),
         };
+        // A version a moment ahead of the watch history (a list that read a commit the hub
+        // has not published yet) is waited for, at most as long as kube-apiserver waits for
+        // its cache; a version the store never reached then gets `TooLargeResourceVersion`.
+        let fresh_by = Instant::now() + TOO_LARGE_VERSION_WAIT;
+        loop {
+            match self.subscribe_from::<K>(&kind, params, from).await {
+                Err(StoreError::TooLargeResourceVersion { .. }) if Instant::now() < fresh_by => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// One attempt of [`watch_values`](Self::watch_values): subscribes to the hub.
+    async fn subscribe_from<K: StoreObject>(
+        &self,
+        kind: &str,
+        params: &ListParams,
+        from: Option<u64>,
+    ) -> Result<WatchStream<K>> {
+        let kind = kind.to_owned();
         let hub = self.inner.hub.clone();
         let db = self.inner.db.clone();
         let params = params.clone();

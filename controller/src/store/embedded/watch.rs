@@ -242,6 +242,12 @@ impl Hub {
                 resource_version: from.to_string(),
             });
         }
+        if from > state.published {
+            return Err(StoreError::TooLargeResourceVersion {
+                resource_version: from.to_string(),
+                current: state.published.to_string(),
+            });
+        }
         let replay = state
             .history
             .iter()

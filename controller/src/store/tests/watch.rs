@@ -130,6 +130,30 @@ async fn versions_older_than_the_history_are_expired() {
 }
 
 #[tokio::test]
+async fn versions_newer_than_the_store_are_too_large() {
+    let (store, _dir) = temp_store_with(EmbeddedStoreConfig::default());
+    store.create(&sandbox("a")).await.expect("create");
+    let started = std::time::Instant::now();
+    match Store::<Sandbox>::watch(&store, &ListParams::default(), "1000").await {
+        Err(StoreError::TooLargeResourceVersion {
+            resource_version,
+            current,
+        }) => {
+            assert_eq!(resource_version, "1000");
+            assert_eq!(current, "1");
+        }
+        Err(other) => panic!("expected TooLargeResourceVersion, got {other:?}"),
+        Ok(_) => panic!("expected TooLargeResourceVersion, got a stream"),
+    }
+    // It waited a bounded time for the version, as kube-apiserver waits for its cache.
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // The current version itself is fine.
+    let _current = Store::<Sandbox>::watch(&store, &ListParams::default(), "1")
+        .await
+        .expect("a watch from the current version");
+}
+
+#[tokio::test]
 async fn slow_watcher_is_ended_with_expired() {
     let config = EmbeddedStoreConfig {
         watch_buffer: 2,
