@@ -57,7 +57,7 @@ pub(super) async fn log<S: ApiStore>(
         }));
     }
     // The sandbox must exist, so a stale file of a deleted namesake is not served.
-    Store::<Sandbox>::get(&state.store, &key)
+    let sandbox = Store::<Sandbox>::get(&state.store, &key)
         .await
         .map_err(|e| Failure::from_store(kind, &e))?;
     let path = rouse_shared::datadir::log_file(&state.config.data_dir, &key.namespace, &key.name);
@@ -81,10 +81,17 @@ pub(super) async fn log<S: ApiStore>(
     let stop = {
         let shutdown = state.shutdown.clone();
         let limit = deadline(&state, timeout);
+        let gone = deleted(
+            state.store.clone(),
+            key.clone(),
+            sandbox.metadata.uid.clone(),
+        );
         async move {
             tokio::select! {
                 () = shutdown.cancelled() => {}
                 () = tokio::time::sleep(limit) => {}
+                // Following a sandbox ends with it, as `kubectl logs -f` ends with its pod.
+                () = gone, if follow => {}
             }
         }
     };
@@ -109,6 +116,22 @@ pub(super) async fn log<S: ApiStore>(
         Body::from_stream(body),
     )
         .into_response())
+}
+
+/// How often a follower checks that its sandbox still exists.
+const GONE_CHECK: Duration = Duration::from_millis(500);
+
+/// Resolves once the sandbox with `uid` at `key` is gone (deleted, or replaced by a namesake).
+async fn deleted<S: ApiStore>(store: S, key: rouse_shared::store::ObjectKey, uid: Option<String>) {
+    loop {
+        tokio::time::sleep(GONE_CHECK).await;
+        match Store::<Sandbox>::get(&store, &key).await {
+            Err(e) if e.is_not_found() => return,
+            Ok(s) if s.metadata.uid != uid => return,
+            // Still there, or the store is briefly unavailable: look again later.
+            _ => {}
+        }
+    }
 }
 
 /// Reads a log file from a position, optionally waiting for more.
