@@ -23,10 +23,58 @@ pub fn token_file(data_dir: &Path) -> PathBuf {
     data_dir.join("token")
 }
 
-/// `{data}/logs/{namespace}/{sandbox}.log`: the output of a sandbox's workload.
+/// `{data}/logs/{namespace}/{sandbox}.log`: the output of a sandbox's workload (see
+/// [`file_name`] for names too long for a file name).
 pub fn log_file(data_dir: &Path, namespace: &str, sandbox: &str) -> PathBuf {
     data_dir
         .join("logs")
         .join(namespace)
-        .join(format!("{sandbox}.log"))
+        .join(file_name(sandbox, "log"))
+}
+
+/// The longest file name the usual Linux filesystems take, in bytes.
+const NAME_MAX: usize = 255;
+
+/// `{name}.{extension}`, or for a name too long for that (object names go up to 253
+/// characters) its first 200 characters, `-` and a 16-digit hash of the whole name, so that
+/// every name still gets its own file.
+pub fn file_name(name: &str, extension: &str) -> String {
+    if name.len() + 1 + extension.len() <= NAME_MAX {
+        return format!("{name}.{extension}");
+    }
+    let mut cut = 200.min(name.len());
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}-{:016x}.{extension}",
+        &name[..cut],
+        fnv1a(name.as_bytes())
+    )
+}
+
+/// FNV-1a, 64 bits: a stable hash (unlike `DefaultHasher`, the same in every build).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_name;
+
+    #[test]
+    fn long_names_get_short_distinct_file_names() {
+        assert_eq!(file_name("web", "log"), "web.log");
+        let a = "a".repeat(253);
+        let mut b = "a".repeat(252);
+        b.push('b');
+        let (fa, fb) = (file_name(&a, "log"), file_name(&b, "log"));
+        assert!(fa.len() <= 255 && fb.len() <= 255, "{fa} {fb}");
+        assert_ne!(fa, fb);
+        assert!(fa.ends_with(".log"));
+        assert_eq!(fa, file_name(&a, "log"), "stable");
+        assert_eq!(file_name(&"x".repeat(251), "log").len(), 255);
+    }
 }

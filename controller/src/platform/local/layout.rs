@@ -71,7 +71,7 @@ impl Layout {
             .join("run")
             .join("pids")
             .join(&key.namespace)
-            .join(format!("{}.pid", key.name))
+            .join(rouse_shared::datadir::file_name(&key.name, "pid"))
     }
 
     /// Every pid file of every sandbox.
