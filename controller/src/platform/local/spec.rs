@@ -370,6 +370,14 @@ fn rootfs(image: Option<&str>, runtime: RuntimeKind) -> Result<Option<PathBuf>> 
             image.unwrap_or_default()
         )));
     }
+    // Said here, as the sandbox's condition, rather than as runsc's error from deep in a start.
+    if !path.is_dir() {
+        return Err(Error::Unsupported(format!(
+            "image {:?}: the root filesystem {} is not a directory on this machine",
+            image.unwrap_or_default(),
+            path.display()
+        )));
+    }
     Ok(Some(path))
 }
 

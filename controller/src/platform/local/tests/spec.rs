@@ -111,6 +111,22 @@ fn unsupported_pods_fail_with_the_field_named() {
             want: "httpGet and tcpSocket probes only",
         },
         Case {
+            name: "relative dir:// rootfs",
+            change: |p| {
+                p.runtime_class_name = Some("gvisor".into());
+                p.containers[0].image = Some("dir://srv/rootfs".into());
+            },
+            want: "must name an absolute path",
+        },
+        Case {
+            name: "missing dir:// rootfs",
+            change: |p| {
+                p.runtime_class_name = Some("gvisor".into());
+                p.containers[0].image = Some("dir:///nonexistent/rouse-rootfs".into());
+            },
+            want: "the root filesystem /nonexistent/rouse-rootfs is not a directory",
+        },
+        Case {
             name: "bad restart policy",
             change: |p| p.restart_policy = Some("Sometimes".into()),
             want: "restartPolicy \"Sometimes\"",
