@@ -404,6 +404,20 @@ async fn bad_requests_get_status_objects() {
         "{}",
         breaking.1
     );
+    // A patch may not change the uid; the error names the field.
+    let uid = c
+        .patch(
+            &format!("{SANDBOXES}/web"),
+            "application/merge-patch+json",
+            &json!({"metadata": {"uid": "00000000-0000-4000-8000-000000000000"}}),
+        )
+        .await;
+    assert_status(&uid, 422, "Invalid");
+    assert_eq!(
+        uid.1["details"]["causes"][0]["field"], "metadata.uid",
+        "{}",
+        uid.1
+    );
 
     // Malformed JSON, not an object, bad query values, bad selector.
     let raw = c

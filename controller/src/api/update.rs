@@ -152,6 +152,9 @@ async fn set_mode<S: ApiStore>(
             key.name
         )));
     }
+    if mode == "Running" {
+        refuse_expired(&state, kind, &key).await?;
+    }
     patch_object::<rouse_shared::api::Sandbox, S>(
         &state,
         kind,
@@ -160,6 +163,31 @@ async fn set_mode<S: ApiStore>(
         Part::Spec,
     )
     .await
+}
+
+/// A resume of a sandbox past its `spec.shutdownTime` would change nothing (it stays stopped):
+/// refuse it and say why.
+async fn refuse_expired<S: ApiStore>(
+    state: &ApiState<S>,
+    kind: Kind,
+    key: &ObjectKey,
+) -> Reply<()> {
+    let sandbox = Store::<rouse_shared::api::Sandbox>::get(&state.store, key)
+        .await
+        .map_err(|e| Failure::from_store(kind, &e))?;
+    match sandbox.spec.shutdown_time {
+        Some(at) if at.0 <= jiff::Timestamp::now() => Err(Failure::conflict(
+            Subject {
+                kind,
+                name: &key.name,
+            },
+            &format!(
+                "it expired at {} (spec.shutdownTime) and stays stopped; set a later spec.shutdownTime, or remove it, to run it again",
+                at.0
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Which part of an object a patch writes.
@@ -188,6 +216,22 @@ async fn patch_object<K: StoreObject, S: Store<K>>(
         let current = Value::Object(to_object(&current)?);
         let mut patched = current.clone();
         merge_patch(&mut patched, &patch);
+        if patched.pointer("/metadata/uid") != current.pointer("/metadata/uid") {
+            let was = current
+                .pointer("/metadata/uid")
+                .cloned()
+                .unwrap_or(Value::Null);
+            return Err(Failure::invalid(
+                Subject {
+                    kind,
+                    name: &key.name,
+                },
+                &[(
+                    "metadata.uid".to_owned(),
+                    format!("field is immutable (is {was})"),
+                )],
+            ));
+        }
         // Each route writes only its part; keep the other as stored, as the store will.
         let kept = match part {
             Part::Spec => "status",
