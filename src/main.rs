@@ -67,6 +67,10 @@ fn main() -> ExitCode {
             eprintln!("{err:#}");
             ExitCode::from(error_code)
         }
+        Err(err) if err.downcast_ref::<cmd::usage::UsageError>().is_some() => {
+            eprintln!("error: {err:#}\n\nFor more information, try '--help'.");
+            ExitCode::from(2)
+        }
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::from(error_code)

@@ -303,6 +303,34 @@ async fn suspend_resume_wait() {
         "{stderr}"
     );
 
+    // A resume of an expired sandbox changes nothing: it says why.
+    let expired = HELLO
+        .split("---")
+        .next()
+        .expect("the sandbox")
+        .replace("name: hello", "name: past")
+        .replace(
+            "spec:\n  podTemplate",
+            "spec:\n  shutdownTime: \"2020-01-01T00:00:00Z\"\n  podTemplate",
+        );
+    let file = write(api.data.path(), "past.yaml", &expired);
+    expect(&api.run(&["apply", "-f", &file]).await, 0);
+    let (_, stderr) = expect(&api.run(&["resume", "past"]).await, 1);
+    assert!(
+        stderr.contains("expired at 2020-01-01T00:00:00Z (spec.shutdownTime)"),
+        "{stderr}"
+    );
+
+    // Usage errors exit 2 with clap's prefix, like unknown flags.
+    for args in [
+        &["delete", "sandbox"][..],
+        &["wait", "hello", "--for=bogus"][..],
+        &["get", "sandbox/"][..],
+    ] {
+        let (_, stderr) = expect(&api.run(args).await, 2);
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    }
+
     // Not ready within the timeout: exit 1 with kubectl's message.
     let (_, stderr) = expect(
         &api.run(&["wait", "hello", "--for=condition=Ready", "--timeout=1s"])

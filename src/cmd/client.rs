@@ -273,7 +273,7 @@ pub fn kind_and_names(word: &str, names: &[String]) -> anyhow::Result<(Kind, Vec
             all.extend(names.iter().cloned());
             Ok((kind_arg(kind)?, all))
         }
-        Some(_) => bail!("{word:?}: expected KIND/NAME"),
+        Some(_) => Err(super::usage::usage(format!("{word:?}: expected KIND/NAME"))),
         None => Ok((kind_arg(word)?, names.to_vec())),
     }
 }

@@ -73,7 +73,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     if args.lease_retry >= args.lease_duration {
-        anyhow::bail!("--lease-retry must be shorter than --lease-duration");
+        return Err(super::usage::usage(
+            "--lease-retry must be shorter than --lease-duration",
+        ));
     }
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(serve(args))?;

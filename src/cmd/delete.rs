@@ -30,7 +30,9 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let (kind, names) = kind_and_names(&args.kind, &args.names)?;
     if names.is_empty() {
-        anyhow::bail!("name what to delete: rouse delete KIND NAME...");
+        return Err(super::usage::usage(
+            "name what to delete: rouse delete KIND NAME...",
+        ));
     }
     let client = args.connection.client()?;
     block_on(async {

@@ -6,8 +6,6 @@ use std::process::ExitCode;
 use rouse_controller::api::Kind;
 use serde_json::{Value, json};
 
-use anyhow::bail;
-
 use super::client::{Client, Connection, block_on, encode, kind_and_names};
 use super::table;
 
@@ -52,7 +50,9 @@ enum Format {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let (kind, names) = kind_and_names(&args.kind, &args.names)?;
     if args.all_namespaces && !names.is_empty() {
-        bail!("a name cannot be combined with --all-namespaces");
+        return Err(super::usage::usage(
+            "a name cannot be combined with --all-namespaces",
+        ));
     }
     let client = args.connection.client()?;
     block_on(get(args, kind, &names, &client))?

@@ -12,5 +12,6 @@ pub mod mode;
 pub mod proxy;
 pub mod table;
 pub mod up;
+pub mod usage;
 pub mod validate;
 pub mod wait;

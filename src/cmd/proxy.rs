@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use rouse_proxy::config::DirectoryKind;
 use rouse_proxy::{Config, Directory, Proxy, StaticDirectory, StoreDirectory};
 use rouse_shared::store::{KubeStore, ListParams};
@@ -38,7 +38,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         return Ok(check(path));
     }
     let Some(path) = &args.config else {
-        bail!("give --config FILE to run the proxy, or --check-config FILE to check one");
+        return Err(super::usage::usage(
+            "give --config FILE to run the proxy, or --check-config FILE to check one",
+        ));
     };
     crate::telemetry::init();
     let config = Config::from_file(path)?;
@@ -91,7 +93,7 @@ fn check(path: &Path) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("{}: {err}", path.display());
+            eprintln!("error: {}: {err}", path.display());
             ExitCode::from(1)
         }
     }

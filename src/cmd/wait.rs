@@ -43,11 +43,15 @@ impl Goal {
             return Ok(Goal::Deleted);
         }
         let Some(rest) = text.strip_prefix("condition=") else {
-            bail!("--for must be condition=NAME[=VALUE] or delete, got {text:?}");
+            return Err(super::usage::usage(format!(
+                "--for must be condition=NAME[=VALUE] or delete, got {text:?}"
+            )));
         };
         let (kind, status) = rest.split_once('=').unwrap_or((rest, "True"));
         if kind.is_empty() {
-            bail!("--for=condition= needs a condition name");
+            return Err(super::usage::usage(
+                "--for=condition= needs a condition name",
+            ));
         }
         Ok(Goal::Condition {
             kind: kind.to_owned(),
@@ -127,10 +131,14 @@ async fn wait(
             .await?;
         match list["items"].as_array().and_then(|items| items.first()) {
             None if *goal == Goal::Deleted => return Ok(()),
-            None => bail!(
-                "Error from server (NotFound): {} \"{name}\" not found",
-                kind.plural()
-            ),
+            None => {
+                return Err(super::client::ServerError {
+                    code: http::StatusCode::NOT_FOUND,
+                    reason: "NotFound".to_owned(),
+                    message: format!("{} \"{name}\" not found", kind.plural()),
+                }
+                .into());
+            }
             Some(object) if goal.met(object) => return Ok(()),
             Some(_) => {}
         }
