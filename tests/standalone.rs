@@ -351,3 +351,65 @@ async fn the_quickstart_example_works_through_the_cli() {
     let (ok, out) = cli(&rouse, &["logs", "hello"]);
     assert!(ok && out.contains("GET /greeting.txt"), "{out}");
 }
+
+/// A pod template change under a running workload is reported (`PodTemplateUpToDate=False`),
+/// not silently claimed applied; a suspend and resume runs the new template. Names of 253
+/// characters (the longest object name) run and log like any other.
+#[tokio::test]
+async fn template_changes_are_reported_and_long_names_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rouse = Rouse::start(dir.path(), &Options::default());
+    let long = "l".repeat(253);
+    rouse.create(&sandbox("drift", SERVE, json!({}))).await;
+    // Without a volume: a claim name adds to the sandbox's, past the 253 allowed.
+    let mut bare = sandbox(&long, SERVE, json!({}));
+    let spec = bare["spec"].as_object_mut().expect("spec");
+    spec.remove("volumeClaimTemplates");
+    bare["spec"]["podTemplate"]["spec"]["containers"][0]
+        .as_object_mut()
+        .expect("container")
+        .remove("volumeMounts");
+    rouse.create(&bare).await;
+    rouse.wait_condition("drift", "Ready", "True", None).await;
+    rouse.wait_condition(&long, "Ready", "True", None).await;
+    // Its log file has a shortened name, and the workload's start is in it.
+    expect_runs(&rouse, &long, 1);
+
+    let path = "/v1/namespaces/default/sandboxes/drift";
+    let patch = json!({"spec": {"podTemplate": {"spec": {"terminationGracePeriodSeconds": 3}}}});
+    let (code, body) = rouse.api("PATCH", path, Some(&patch)).await;
+    assert_eq!(code, 200, "{body}");
+    let stale = rouse
+        .wait_condition(
+            "drift",
+            "PodTemplateUpToDate",
+            "False",
+            Some("RestartRequired"),
+        )
+        .await;
+    expect_runs(&rouse, "drift", 1);
+    assert_eq!(
+        condition(&stale, "Ready").map(|c| c["status"].clone()),
+        Some(json!("True")),
+        "it keeps serving"
+    );
+
+    for action in ["suspend", "resume"] {
+        let (code, body) = rouse.api("POST", &format!("{path}/{action}"), None).await;
+        assert_eq!(code, 200, "{action}: {body}");
+        if action == "suspend" {
+            rouse
+                .wait_condition("drift", "Suspended", "True", None)
+                .await;
+        }
+    }
+    rouse
+        .wait_for("drift", "running the new template", |s| {
+            s.is_some_and(|s| {
+                condition(s, "PodTemplateUpToDate").is_none()
+                    && condition(s, "Ready").is_some_and(|c| c["status"] == "True")
+            })
+        })
+        .await;
+    expect_runs(&rouse, "drift", 2);
+}

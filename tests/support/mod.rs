@@ -187,7 +187,7 @@ impl Rouse {
 
     /// The log file of a sandbox in `default`.
     pub fn log_path(&self, name: &str) -> PathBuf {
-        self.data.join("logs/default").join(format!("{name}.log"))
+        rouse_shared::datadir::log_file(&self.data, "default", name)
     }
 
     /// A volume's directory of a sandbox in `default`.

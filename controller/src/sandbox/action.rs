@@ -73,6 +73,8 @@ pub struct WorkloadSpec {
     pub spec: PodSpec,
     /// The volumes the workload mounts from claims, in template order.
     pub volumes: Vec<VolumeSpec>,
+    /// [`pod_template_hash`](super::pod_template_hash) of the sandbox it is made from.
+    pub template_hash: String,
 }
 
 /// A persistent volume of a sandbox, from one volume claim template.

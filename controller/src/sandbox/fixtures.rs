@@ -203,6 +203,7 @@ impl Workload {
             }],
             terminating: false,
             scheduled: None,
+            template_hash: None,
         }
     }
 

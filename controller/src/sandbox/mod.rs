@@ -13,7 +13,7 @@ pub use conditions::Transition;
 pub use observed::{Observed, ObservedService, ObservedVolume, Ownership, Workload, WorkloadPhase};
 pub use plan::{Plan, plan};
 pub use reconcile::{ReconcileError, ReconcileOutcome, reconcile_sandbox};
-pub use workload::{pod_name, volume_specs, workload_spec};
+pub use workload::{pod_name, pod_template_hash, volume_specs, workload_spec};
 
 #[cfg(test)]
 pub(crate) mod fixtures;

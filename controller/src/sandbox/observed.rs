@@ -44,6 +44,8 @@ pub struct Workload {
     pub terminating: bool,
     /// The `PodScheduled` condition, copied into the sandbox's status.
     pub scheduled: Option<Condition>,
+    /// The pod template hash it was made from (`None` for a workload that carries none).
+    pub template_hash: Option<String>,
 }
 
 /// Whose a workload is.

@@ -29,7 +29,9 @@ use rouse_shared::api::{Endpoint, OperatingMode, Sandbox, SandboxStatus, Shutdow
 use super::action::{Action, SandboxOp};
 use super::conditions::{FALSE, TRUE, UNKNOWN, Want, find};
 use super::observed::{Observed, Ownership, Workload, WorkloadPhase};
-use super::workload::{pod_name, selector, service_spec, volume_specs, workload_spec};
+use super::workload::{
+    pod_name, pod_template_hash, selector, service_spec, volume_specs, workload_spec,
+};
 
 /// What to do for one sandbox, and the status to write afterwards.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -216,6 +218,25 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
                 status.conditions.push(finished.clone());
             }
         }
+    }
+    // A template change does not restart a running workload (a sandbox is stateful; upstream
+    // does not either): say so, rather than let observedGeneration suggest it was applied.
+    if let Some(w) = ours
+        && !w.terminating
+        && !deleting
+        && w.template_hash
+            .as_ref()
+            .is_some_and(|h| *h != pod_template_hash(sandbox))
+    {
+        wants.push(Want::new(
+            condition::POD_TEMPLATE_UP_TO_DATE,
+            FALSE,
+            reason::RESTART_REQUIRED,
+            format!(
+                "spec.podTemplate.spec changed after pod {} started; it runs the old template until it restarts (suspend and resume the sandbox, or delete the pod)",
+                w.name
+            ),
+        ));
     }
     let generation = sandbox.meta().generation;
     let built: Vec<_> = wants

@@ -694,6 +694,34 @@ fn finished_only_on_a_terminal_phase() {
 }
 
 #[test]
+fn a_template_changed_under_a_running_pod_is_reported_not_applied() {
+    let drift = |plan: &Plan| condition(plan, "PodTemplateUpToDate");
+    let sandbox = Sandbox::test("alice");
+    let current = pod_template_hash(&sandbox);
+    let made_from = |hash: Option<&str>| {
+        let mut w = Workload::ready("alice");
+        w.template_hash = hash.map(str::to_owned);
+        Observed::nothing().workload(w)
+    };
+    // Made from the current template, or carrying no hash (made before hashes): nothing said.
+    assert_eq!(
+        drift(&plan(&sandbox, &made_from(Some(&current)), now())),
+        ""
+    );
+    assert_eq!(drift(&plan(&sandbox, &made_from(None), now())), "");
+    // Made from another one: reported, and the pod is left running (no action).
+    let stale = plan(&sandbox, &made_from(Some("0badc0de")), now());
+    assert_eq!(drift(&stale), "False/RestartRequired");
+    assert!(stale.actions.is_empty(), "{:?}", stale.actions);
+    assert_eq!(condition(&stale, "Ready"), "True/DependenciesReady");
+    // The workload made for a sandbox carries that sandbox's hash.
+    assert_eq!(workload_spec(&sandbox).template_hash, current);
+    let mut changed = sandbox.clone();
+    changed.spec.pod_template.spec.containers[0].command = Some(vec!["other".into()]);
+    assert_ne!(pod_template_hash(&changed), current);
+}
+
+#[test]
 fn transition_times_kept_while_unchanged() {
     let sandbox = Sandbox::test("alice").condition("Ready", "True", "DependenciesReady", at(-300));
     let observed = Observed::nothing().workload(Workload::ready("alice"));

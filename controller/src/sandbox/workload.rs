@@ -77,7 +77,16 @@ pub fn workload_spec(sandbox: &Sandbox) -> WorkloadSpec {
         annotations: strip_system(&template.metadata.annotations),
         spec,
         volumes,
+        template_hash: pod_template_hash(sandbox),
     }
+}
+
+/// The hash of a sandbox's `spec.podTemplate.spec` as 8 hex digits: a running workload made
+/// from another hash runs an older template (the change takes effect when it restarts).
+pub fn pod_template_hash(sandbox: &Sandbox) -> String {
+    // Serializing plain data structures cannot fail; an empty input would still hash.
+    let bytes = serde_json::to_vec(&sandbox.spec.pod_template.spec).unwrap_or_default();
+    format!("{:08x}", rouse_shared::names::fnv1a_32(&bytes))
 }
 
 /// The headless Service of a sandbox.

@@ -21,6 +21,9 @@ pub const SANDBOX_TEMPLATE_REF: &str = "agents.x-k8s.io/sandbox-template-ref";
 pub const SANDBOX_TEMPLATE_HASH: &str = "agents.x-k8s.io/sandbox-template-hash";
 /// Label on a warm pool member that a claim may adopt.
 pub const ADOPTABLE: &str = "agents.x-k8s.io/adoptable";
+/// Annotation on a sandbox's workload (Pod): the hash of the `spec.podTemplate.spec` it was
+/// made from, to tell when the sandbox's template has changed since.
+pub const POD_TEMPLATE_HASH: &str = "agents.x-k8s.io/pod-template-hash";
 /// Annotation on a claim naming the sandbox it adopted.
 pub const SANDBOX_NAME: &str = "agents.x-k8s.io/sandbox-name";
 
@@ -33,6 +36,9 @@ pub const LAUNCH_TYPE_WARM: &str = "warm";
 pub mod condition {
     /// The sandbox (or claim's sandbox) serves.
     pub const READY: &str = "Ready";
+    /// Only while `False`: the running workload was made from an older pod template (Rouse's
+    /// own; upstream leaves such a pod as it is without saying so).
+    pub const POD_TEMPLATE_UP_TO_DATE: &str = "PodTemplateUpToDate";
     /// The sandbox's workload is suspended.
     pub const SUSPENDED: &str = "Suspended";
     /// Copied from the pod.
@@ -71,4 +77,6 @@ pub mod reason {
     pub const NOT_SUSPENDED: &str = "NotSuspended";
     /// `Suspended=Unknown`: the pod's state cannot be read.
     pub const POD_STATE_UNKNOWN: &str = "PodStateUnknown";
+    /// `PodTemplateUpToDate=False`: the workload runs an older `spec.podTemplate.spec`.
+    pub const RESTART_REQUIRED: &str = "RestartRequired";
 }

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
 use kube::{Resource, ResourceExt};
-use rouse_shared::api::keys::{ADOPTABLE, SANDBOX_NAME_HASH, condition};
+use rouse_shared::api::keys::{ADOPTABLE, POD_TEMPLATE_HASH, SANDBOX_NAME_HASH, condition};
 use rouse_shared::api::{EndpointPort, Sandbox};
 use rouse_shared::names::sandbox_name_hash;
 
@@ -37,13 +37,10 @@ fn meta(
 
 /// The Pod for a workload spec.
 pub(crate) fn pod(sandbox: &Sandbox, spec: &WorkloadSpec) -> Pod {
+    let mut annotations = spec.annotations.clone();
+    annotations.insert(POD_TEMPLATE_HASH.to_owned(), spec.template_hash.clone());
     Pod {
-        metadata: meta(
-            sandbox,
-            &spec.name,
-            spec.labels.clone(),
-            spec.annotations.clone(),
-        ),
+        metadata: meta(sandbox, &spec.name, spec.labels.clone(), annotations),
         spec: Some(spec.spec.clone()),
         status: None,
     }
@@ -158,6 +155,7 @@ pub(crate) fn workload(pod: &Pod, sandbox: &Sandbox) -> Workload {
         ports: ports(&spec),
         terminating: pod.meta().deletion_timestamp.is_some(),
         scheduled,
+        template_hash: pod.annotations().get(POD_TEMPLATE_HASH).cloned(),
     }
 }
 

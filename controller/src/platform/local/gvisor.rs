@@ -48,9 +48,12 @@ impl Runsc {
         })
     }
 
-    /// The runsc container id of a sandbox.
+    /// The runsc container id of a sandbox (runsc keeps `{id}.state` files: a long name is
+    /// shortened with a hash so that the file name fits).
     pub fn container_id(key: &ObjectKey) -> String {
-        format!("rouse_{}_{}", key.namespace, key.name)
+        let id = format!("rouse_{}_{}", key.namespace, key.name);
+        let file = rouse_shared::datadir::file_name(&id, "state");
+        file.strip_suffix(".state").unwrap_or(&file).to_owned()
     }
 
     /// Writes the sandbox's OCI bundle and returns the `runsc run` command line.

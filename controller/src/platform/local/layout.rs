@@ -34,12 +34,10 @@ impl Layout {
             .join(volume)
     }
 
-    /// `{data}/logs/{namespace}/{sandbox}.log`: the workload's stdout and stderr.
+    /// `{data}/logs/{namespace}/{sandbox}.log`: the workload's stdout and stderr (the file the
+    /// API serves; see [`rouse_shared::datadir::log_file`]).
     pub fn log_file(&self, key: &ObjectKey) -> PathBuf {
-        self.data
-            .join("logs")
-            .join(&key.namespace)
-            .join(format!("{}.log", key.name))
+        rouse_shared::datadir::log_file(&self.data, &key.namespace, &key.name)
     }
 
     /// `{data}/scratch/{namespace}/{sandbox}`: the working directory when there is no volume.

@@ -83,6 +83,8 @@ struct Entry {
     stopping: bool,
     /// The declared ports, for their names.
     ports: Vec<PortSpec>,
+    /// The pod template hash it was started from.
+    template_hash: String,
 }
 
 impl std::fmt::Debug for LocalPlatform {
@@ -335,6 +337,7 @@ impl LocalPlatform {
                 started: Timestamp::now(),
                 stopping: false,
                 ports,
+                template_hash: spec.template_hash.clone(),
             },
         );
         Ok(())
@@ -437,6 +440,7 @@ fn observed_workload(entry: &Entry) -> sandbox::Workload {
             last_transition_time: Time(entry.started),
             observed_generation: None,
         }),
+        template_hash: Some(entry.template_hash.clone()),
     }
 }
 
