@@ -100,7 +100,8 @@ pub(super) fn check_patch_identity(kind: Kind, patch: &Value, ns: &str, name: &s
 
 /// Checks a whole object with the manifest validator (what `rouse validate` runs), then reads
 /// it as `K`; any error is a 422 naming the fields.
-pub(super) fn validated<K: StoreObject>(kind: Kind, value: Value) -> Reply<K> {
+pub(super) fn validated<K: StoreObject>(kind: Kind, mut value: Value) -> Reply<K> {
+    rouse_shared::validate::clamp_far_times(kind.kind(), &mut value);
     let name = object_name(&value);
     let subject = Subject { kind, name: &name };
     let report = rouse_shared::validate::validate(&value);

@@ -404,6 +404,19 @@ async fn bad_requests_get_status_objects() {
         "{}",
         breaking.1
     );
+    // "Never" as Kubernetes users write it is a valid time, kept as the last representable one.
+    let never = c
+        .patch(
+            &format!("{SANDBOXES}/web"),
+            "application/merge-patch+json",
+            &json!({"spec": {"shutdownTime": "9999-12-31T23:59:59Z"}}),
+        )
+        .await;
+    assert_eq!(never.0, StatusCode::OK, "{}", never.1);
+    assert_eq!(
+        never.1["spec"]["shutdownTime"],
+        rouse_shared::validate::LAST_TIME
+    );
     // A patch may not change the uid; the error names the field.
     let uid = c
         .patch(

@@ -207,6 +207,9 @@ async fn patch_object<K: StoreObject, S: Store<K>>(
     part: Part,
 ) -> Reply<Response> {
     let fail = |e: StoreError| Failure::from_store(kind, &e);
+    // What is stored is the patch: times past the representable end are clamped in it.
+    let mut patch = patch;
+    rouse_shared::validate::clamp_far_times(kind.kind(), &mut patch);
     let Some(store_patch) = Patch::merge(patch.clone()) else {
         return Err(Failure::bad_request("a merge patch must be a JSON object"));
     };

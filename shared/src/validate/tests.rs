@@ -682,3 +682,39 @@ fn mutated_manifests_never_panic() {
         "valid {valid}, invalid {invalid}"
     );
 }
+
+/// `9999-12-31T23:59:59Z` (a common "never") is a valid time, stored as the last instant the
+/// API structs can hold; other strings that look like it, and impossible dates, are not
+/// touched or taken.
+#[test]
+fn times_past_the_representable_end_are_valid_and_clamped() {
+    use super::{LAST_TIME, clamp_far_times};
+    let yaml = |time: &str| {
+        sandbox(&format!(
+            "metadata: {{name: web}}\nspec:\n  shutdownTime: \"{time}\"\n  podTemplate: {{spec: {{containers: [{{name: app, image: a, env: [{{name: T, value: \"9999-12-31T23:59:59Z\"}}]}}]}}}}\n"
+        ))
+    };
+    let never: serde_json::Value =
+        serde_saphyr::from_str(&yaml("9999-12-31T23:59:59Z")).expect("yaml");
+    let report = validate(&never);
+    assert!(report.is_valid(), "{:#?}", report.findings);
+    let mut clamped = never.clone();
+    clamp_far_times("Sandbox", &mut clamped);
+    assert_eq!(clamped["spec"]["shutdownTime"], LAST_TIME);
+    assert_eq!(
+        clamped["spec"]["podTemplate"]["spec"]["containers"][0]["env"][0]["value"],
+        "9999-12-31T23:59:59Z",
+        "only date-time fields are clamped"
+    );
+    let typed: crate::api::Sandbox =
+        serde_json::from_value(clamped).expect("the clamped object reads as a Sandbox");
+    assert!(typed.spec.shutdown_time.is_some());
+    for bad in [
+        "9999-12-32T00:00:00Z",
+        "9999-02-30T00:00:00Z",
+        "9999-12-31T24:00:00Z",
+    ] {
+        let doc: serde_json::Value = serde_saphyr::from_str(&yaml(bad)).expect("yaml");
+        assert!(!validate(&doc).is_valid(), "{bad} is not a time");
+    }
+}
