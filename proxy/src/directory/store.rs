@@ -15,11 +15,11 @@ use rouse_shared::store::{ListParams, ObjectKey, Patch, Store, StoreError, Watch
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::static_routes::diff;
-use super::{
+use super::contract::{
     ActivityReport, Directory, DirectoryError, Result, RouteState, RouteUpdate, SandboxKey,
-    route_state,
 };
+use super::derive::route_state;
+use super::static_routes::diff;
 
 /// Updates buffered between the watch task and the routing table.
 const UPDATE_BUFFER: usize = 1024;
