@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::Instrument;
 
-use crate::route::{ConnKind, Router};
+use crate::kind::ConnKind;
+use crate::route::Router;
 
 /// Where a listener applies the per-IP rate limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

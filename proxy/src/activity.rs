@@ -6,7 +6,7 @@
 //! reporting as a heartbeat while any connection is open. It ends after an interval with no
 //! activity and no open connection. There is no global sweep over sandboxes.
 //!
-//! Besides the coalesced reports, [`Router::last_activity`] is the live view: "now" while a
+//! Besides the coalesced reports, [`SandboxActivity::last_activity`] is the live view: "now" while a
 //! connection is open, else when the last one closed. A suspender in the same process (`rouse
 //! up`) consults it, so a sandbox in use is never suspended between two reports.
 
@@ -15,12 +15,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::directory::{ActivityReport, SandboxKey};
+use crate::kind::ConnKind;
 use crate::metrics as m;
-use crate::route::{ConnKind, Router, Slot};
+use crate::reporter::Reporter;
 
 /// Activity counters of one sandbox since its last report.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SandboxActivity {
+    key: SandboxKey,
     bytes_to_upstream: AtomicU64,
     bytes_to_client: AtomicU64,
     opened: AtomicU64,
@@ -32,6 +34,25 @@ pub struct SandboxActivity {
 }
 
 impl SandboxActivity {
+    /// Counters of `key`, all zero.
+    pub fn new(key: SandboxKey) -> Self {
+        Self {
+            key,
+            bytes_to_upstream: AtomicU64::new(0),
+            bytes_to_client: AtomicU64::new(0),
+            opened: AtomicU64::new(0),
+            open: AtomicU64::new(0),
+            dirty: AtomicBool::new(false),
+            reporter: AtomicBool::new(false),
+            last_seen_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// The sandbox counted.
+    pub fn key(&self) -> &SandboxKey {
+        &self.key
+    }
+
     /// Connections open now.
     pub fn open(&self) -> u64 {
         self.open.load(Ordering::Relaxed)
@@ -78,28 +99,35 @@ impl SandboxActivity {
 /// Activity of a sandbox with an open guard is reported as a heartbeat every report interval.
 #[derive(Debug)]
 pub struct ConnectionGuard {
-    router: Router,
-    slot: Arc<Slot>,
+    activity: Arc<SandboxActivity>,
+    reporter: Arc<Reporter>,
     kind: ConnKind,
 }
 
 impl ConnectionGuard {
-    /// Counts a new open connection of `kind` to the slot's sandbox.
-    pub(crate) fn new(router: Router, slot: Arc<Slot>, kind: ConnKind) -> Self {
-        let activity = &slot.activity;
+    /// Counts a new open connection of `kind` to the sandbox of `activity`.
+    pub(crate) fn new(
+        activity: Arc<SandboxActivity>,
+        reporter: Arc<Reporter>,
+        kind: ConnKind,
+    ) -> Self {
         activity.opened.fetch_add(1, Ordering::AcqRel);
         activity.open.fetch_add(1, Ordering::AcqRel);
         activity.touch();
         activity.dirty.store(true, Ordering::Release);
         m::hot::CONNECTIONS_OPEN_BY_KIND[kind.index()].increment(1.0);
-        let guard = Self { router, slot, kind };
+        let guard = Self {
+            activity,
+            reporter,
+            kind,
+        };
         guard.ensure_reporter();
         guard
     }
 
     /// The sandbox this connection goes to.
     pub fn key(&self) -> &SandboxKey {
-        &self.slot.key
+        &self.activity.key
     }
 
     /// The kind of connection counted.
@@ -109,7 +137,7 @@ impl ConnectionGuard {
 
     /// Adds bytes carried: `to_upstream` from the client to the sandbox, `to_client` back.
     pub fn record_bytes(&self, to_upstream: u64, to_client: u64) {
-        let activity = &self.slot.activity;
+        let activity = &self.activity;
         if to_upstream > 0 {
             activity
                 .bytes_to_upstream
@@ -129,16 +157,16 @@ impl ConnectionGuard {
     }
 
     fn ensure_reporter(&self) {
-        if self.slot.activity.reporter.swap(true, Ordering::AcqRel) {
+        if self.activity.reporter.swap(true, Ordering::AcqRel) {
             return;
         }
-        spawn_reporter(self.router.clone(), Arc::clone(&self.slot));
+        spawn_reporter(Arc::clone(&self.reporter), Arc::clone(&self.activity));
     }
 }
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
-        let activity = &self.slot.activity;
+        let activity = &self.activity;
         // Touched before the count drops, so a reader never sees no connection and an older
         // time.
         activity.touch();
@@ -148,32 +176,22 @@ impl Drop for ConnectionGuard {
     }
 }
 
-impl Router {
-    /// The live view of a sandbox's traffic: now while a connection to it is open, else when
-    /// its last connection opened or closed; `None` when never (or not in the table).
-    pub fn last_activity(&self, key: &SandboxKey) -> Option<SystemTime> {
-        self.slot(key)?.activity.last_activity()
-    }
-}
-
 /// Starts the reporter task of one sandbox; the caller has set its `reporter` flag.
-fn spawn_reporter(router: Router, slot: Arc<Slot>) {
-    let stop = router.background_stop();
-    let tasks = router.background_tasks();
+fn spawn_reporter(reporter: Arc<Reporter>, activity: Arc<SandboxActivity>) {
+    let stop = reporter.stop_signal().clone();
+    let tasks = reporter.tasks().clone();
     let task = async move {
-        let activity = &slot.activity;
+        let key = &activity.key;
         loop {
             let report = activity.take();
-            let interval = router.config().activity.report_interval;
-            let result = tokio::time::timeout(
-                interval,
-                router.directory().report_activity(&slot.key, report),
-            )
-            .await;
+            let interval = reporter.report_interval();
+            let result =
+                tokio::time::timeout(interval, reporter.directory().report_activity(key, report))
+                    .await;
             let label = match result {
                 Ok(Ok(())) => "ok",
                 Ok(Err(err)) => {
-                    tracing::debug!(sandbox.key = %slot.key, error = %err, "activity report failed");
+                    tracing::debug!(sandbox.key = %key, error = %err, "activity report failed");
                     "error"
                 }
                 Err(_) => "timeout",

@@ -15,12 +15,15 @@ pub mod config;
 pub mod directory;
 pub mod error;
 pub mod hold;
+pub mod kind;
 pub mod l4;
 pub mod l7;
 pub mod limits;
 pub mod metrics;
+pub mod reporter;
 pub mod route;
 pub mod server;
+pub mod splice;
 pub mod tls;
 pub mod wake;
 
@@ -30,6 +33,7 @@ pub use directory::{
     Directory, RouteState, RouteUpdate, SandboxKey, StaticDirectory, StoreDirectory,
 };
 pub use error::ProxyError;
+pub use kind::ConnKind;
 pub use l7::{Scheme, serve_http_connection};
-pub use route::{ConnKind, RouteError, RouteTarget, Router, Upstream};
+pub use route::{RouteError, RouteTarget, Router, Upstream};
 pub use server::{BoundAddrs, Proxy, ServerError, run};

@@ -104,6 +104,6 @@ pub(crate) mod hot {
         LazyLock::new(|| metrics::counter!(BYTES_TOTAL, "direction" => "to_client"));
     /// `rouse_proxy_connections_open{kind}`, in `ConnKind` order.
     pub(crate) static CONNECTIONS_OPEN_BY_KIND: LazyLock<[Gauge; 5]> = LazyLock::new(|| {
-        crate::route::CONN_KIND_LABELS.map(|kind| metrics::gauge!(CONNECTIONS_OPEN, "kind" => kind))
+        crate::kind::CONN_KIND_LABELS.map(|kind| metrics::gauge!(CONNECTIONS_OPEN, "kind" => kind))
     });
 }

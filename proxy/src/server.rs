@@ -114,12 +114,15 @@ impl Proxy {
         let l4_addrs = l4.addrs();
         (addrs.https, addrs.tls_passthrough, addrs.tcp) =
             (l4_addrs.https, l4_addrs.tls_passthrough, l4_addrs.tcp);
-        l4.spawn(&router);
+        // One pooled upstream client for the HTTP and HTTPS listeners: owned by them, not by
+        // the router it dials through.
+        let client = std::sync::Arc::new(crate::l7::UpstreamClient::new(router.clone()));
+        l4.spawn(&router, &client);
         if let Some(listener) = http {
             addrs.http = listener.local_addr().ok();
             router
                 .tasks()
-                .spawn(crate::l7::accept_loop(router.clone(), listener));
+                .spawn(crate::l7::accept_loop(router.clone(), client, listener));
         }
         if let Some(listener) = admin {
             addrs.admin = listener.local_addr().ok();

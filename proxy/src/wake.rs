@@ -17,7 +17,6 @@ use crate::directory::SandboxKey;
 use crate::error::ProxyError;
 use crate::hold::{Cycle, CycleAction, CycleEvent, Suspension, step_cycle};
 use crate::metrics as m;
-use crate::route::Slot;
 
 /// Hold-and-wake state of one sandbox: its held count and its wake [`Cycle`].
 #[derive(Debug)]
@@ -129,19 +128,18 @@ impl HeldTotals {
 /// One held connection; dropping it releases the counts.
 #[derive(Debug)]
 pub struct HeldGuard {
-    slot: Arc<Slot>,
+    gate: Arc<WakeGate>,
     totals: Arc<HeldTotals>,
 }
 
 /// Counts a connection as held, unless a limit is reached.
 pub(crate) fn hold(
     key: &SandboxKey,
-    slot: &Arc<Slot>,
+    gate: &Arc<WakeGate>,
     totals: &Arc<HeldTotals>,
     per_sandbox: usize,
     total: usize,
 ) -> Result<HeldGuard, ProxyError> {
-    let gate = &slot.gate;
     if gate
         .held
         .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
@@ -171,14 +169,14 @@ pub(crate) fn hold(
     }
     metrics::gauge!(m::HELD_CONNECTIONS).increment(1.0);
     Ok(HeldGuard {
-        slot: Arc::clone(slot),
+        gate: Arc::clone(gate),
         totals: Arc::clone(totals),
     })
 }
 
 impl Drop for HeldGuard {
     fn drop(&mut self) {
-        self.slot.gate.held.fetch_sub(1, Ordering::AcqRel);
+        self.gate.held.fetch_sub(1, Ordering::AcqRel);
         self.totals.total.fetch_sub(1, Ordering::AcqRel);
         metrics::gauge!(m::HELD_CONNECTIONS).decrement(1.0);
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
-use crate::directory::SandboxKey;
+use rouse_shared::store::ObjectKey as SandboxKey;
 
 /// The word that turns a listener or an optional timeout off.
 const OFF: &str = "off";

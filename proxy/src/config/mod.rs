@@ -6,6 +6,7 @@
 //! checks the values that types alone cannot (see [`validate`]).
 
 mod de;
+mod load;
 mod parse;
 mod validate;
 
@@ -17,7 +18,7 @@ use serde::Deserialize;
 
 pub use parse::{ConfigError, ConfigIssue};
 
-use crate::directory::SandboxKey;
+use rouse_shared::store::ObjectKey as SandboxKey;
 
 /// The whole proxy configuration.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
@@ -45,41 +46,6 @@ pub struct Config {
     pub drain: DrainConfig,
     /// Where routes come from.
     pub directory: DirectoryConfig,
-}
-
-impl Config {
-    /// Parses and validates a TOML document; every problem found is in the error.
-    ///
-    /// # Example
-    /// ```
-    /// let config = rouse_proxy::Config::from_toml("[http]\nlisten = \"127.0.0.1:0\"\n")?;
-    /// assert_eq!(config.wake.deadline, std::time::Duration::from_secs(60));
-    /// # Ok::<(), rouse_proxy::config::ConfigError>(())
-    /// ```
-    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        Self::from_shared_toml(text, &[])
-    }
-
-    /// Parses and validates the proxy's sections of a document shared with other components,
-    /// skipping the top-level keys in `foreign`; line numbers in errors are the document's.
-    pub fn from_shared_toml(text: &str, foreign: &[&str]) -> Result<Self, ConfigError> {
-        let config = parse::parse(text, foreign)?;
-        let issues = validate::validate(&config);
-        if issues.is_empty() {
-            Ok(config)
-        } else {
-            Err(ConfigError::Invalid(issues))
-        }
-    }
-
-    /// Reads, parses and validates a config file.
-    pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::from_toml(&text)
-    }
 }
 
 /// `[routing]`: hostnames and upstream router headers.

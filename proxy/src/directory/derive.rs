@@ -3,7 +3,7 @@
 use rouse_shared::api::keys::{condition, reason};
 use rouse_shared::api::{OperatingMode, Sandbox};
 
-use super::{Endpoint, PortMapping, RouteState};
+use super::contract::{Endpoint, PortMapping, RouteState};
 
 /// The route state a Sandbox object calls for.
 ///

@@ -8,7 +8,7 @@ use futures::future::{self, BoxFuture, FutureExt};
 use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::watch;
 
-use super::{
+use super::contract::{
     ActivityReport, Directory, Endpoint, PortMapping, Result, RouteState, RouteUpdate, SandboxKey,
 };
 use crate::config::{StaticRouteConfig, StaticRouteState};

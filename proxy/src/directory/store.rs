@@ -11,15 +11,17 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{self, BoxStream, StreamExt};
 use rouse_shared::api::Sandbox;
-use rouse_shared::store::{ListParams, ObjectKey, Patch, Store, StoreError, WatchEvent};
+use rouse_shared::store::{
+    Backoff, ListParams, ObjectKey, Patch, Seen, Store, StoreError, list_watch,
+};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::static_routes::diff;
-use super::{
+use super::contract::{
     ActivityReport, Directory, DirectoryError, Result, RouteState, RouteUpdate, SandboxKey,
-    route_state,
 };
+use super::derive::route_state;
+use super::static_routes::diff;
 
 /// Updates buffered between the watch task and the routing table.
 const UPDATE_BUFFER: usize = 1024;
@@ -51,78 +53,55 @@ where
     }
 }
 
-/// Lists and watches until the receiver goes away.
-async fn follow<S: Store<Sandbox>>(store: S, params: ListParams, tx: mpsc::Sender<RouteUpdate>) {
+/// Follows the store's sandboxes (the shared list-watch-relist loop) and turns them into
+/// route updates, until the receiver goes away.
+async fn follow<S>(store: S, params: ListParams, tx: mpsc::Sender<RouteUpdate>)
+where
+    S: Store<Sandbox> + 'static,
+{
     let mut known: BTreeMap<SandboxKey, RouteState> = BTreeMap::new();
-    let mut backoff = BACKOFF_INITIAL;
+    let mut seen = list_watch(store, params, Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX));
     loop {
-        let list = tokio::select! {
-            list = store.list(&params) => list,
+        let item = tokio::select! {
+            item = seen.next() => item,
             () = tx.closed() => return,
         };
-        let list = match list {
-            Ok(list) => list,
-            Err(err) => {
-                tracing::warn!(error = %err, "listing sandboxes failed; retrying");
-                metrics::counter!("rouse_proxy_directory_errors_total", "kind" => err.metric_label()).increment(1);
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(BACKOFF_MAX);
-                continue;
-            }
-        };
-        let now: BTreeMap<SandboxKey, RouteState> = list
-            .items
-            .iter()
-            .map(|sb| (ObjectKey::of(sb), route_state(sb)))
-            .filter(|(_, state)| *state != RouteState::Missing)
-            .collect();
-        for update in diff(&known, &now).into_iter().chain([RouteUpdate::Synced]) {
-            if tx.send(update).await.is_err() {
-                return;
-            }
-        }
-        known = now;
-        let watch = match store.watch(&params, &list.resource_version).await {
-            Ok(watch) => watch,
-            Err(err) => {
-                tracing::warn!(error = %err, "watching sandboxes failed; listing again");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(BACKOFF_MAX);
-                continue;
-            }
-        };
-        backoff = BACKOFF_INITIAL;
-        let mut watch = watch;
-        loop {
-            let event = tokio::select! {
-                event = watch.next() => event,
-                () = tx.closed() => return,
-            };
-            let (key, state) = match event {
-                None => break,
-                Some(Err(StoreError::Expired { .. })) => break,
-                Some(Err(err)) => {
-                    tracing::warn!(error = %err, "sandbox watch failed; listing again");
+        let (key, state) = match item {
+            None => return,
+            Some(Seen::Failed(err)) => {
+                if !matches!(err, StoreError::Expired { .. }) {
+                    tracing::warn!(error = %err, "listing or watching sandboxes failed; listing again");
                     metrics::counter!("rouse_proxy_directory_errors_total", "kind" => err.metric_label()).increment(1);
-                    break;
                 }
-                Some(Ok(WatchEvent::Added(sb) | WatchEvent::Modified(sb))) => {
-                    (ObjectKey::of(&sb), route_state(&sb))
-                }
-                Some(Ok(WatchEvent::Deleted(sb))) => (ObjectKey::of(&sb), RouteState::Missing),
-                Some(Ok(WatchEvent::Bookmark { .. })) => continue,
-            };
-            if known.get(&key) == Some(&state) {
                 continue;
             }
-            if state == RouteState::Missing {
-                known.remove(&key);
-            } else {
-                known.insert(key.clone(), state.clone());
+            Some(Seen::Listed(items)) => {
+                let now: BTreeMap<SandboxKey, RouteState> = items
+                    .iter()
+                    .map(|sb| (ObjectKey::of(sb), route_state(sb)))
+                    .filter(|(_, state)| *state != RouteState::Missing)
+                    .collect();
+                for update in diff(&known, &now).into_iter().chain([RouteUpdate::Synced]) {
+                    if tx.send(update).await.is_err() {
+                        return;
+                    }
+                }
+                known = now;
+                continue;
             }
-            if tx.send(RouteUpdate::Set { key, state }).await.is_err() {
-                return;
-            }
+            Some(Seen::Applied(sb)) => (ObjectKey::of(&sb), route_state(&sb)),
+            Some(Seen::Deleted(sb)) => (ObjectKey::of(&sb), RouteState::Missing),
+        };
+        if known.get(&key) == Some(&state) {
+            continue;
+        }
+        if state == RouteState::Missing {
+            known.remove(&key);
+        } else {
+            known.insert(key.clone(), state.clone());
+        }
+        if tx.send(RouteUpdate::Set { key, state }).await.is_err() {
+            return;
         }
     }
 }

@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::{CertificateConfig, Config};
+use crate::l7::UpstreamClient;
 use crate::route::{RouteTarget, Router};
 use crate::tls::{self, CertSource, CertStore, TlsError};
 
@@ -136,8 +137,9 @@ impl Listeners {
         }
     }
 
-    /// Starts every listener, and the certificate reload, on the router's task tracker.
-    pub fn spawn(self, router: &Router) {
+    /// Starts every listener, and the certificate reload, on the router's task tracker; HTTPS
+    /// requests go upstream through `client`.
+    pub fn spawn(self, router: &Router, client: &Arc<UpstreamClient>) {
         let tasks = router.tasks();
         if let Some((listener, store, acceptor)) = self.https {
             let config_router = router.clone();
@@ -146,7 +148,12 @@ impl Listeners {
                 router.background_stop(),
                 move || sources(&config_router.config().https.certificates),
             ));
-            tasks.spawn(tls::serve(router.clone(), listener, acceptor));
+            tasks.spawn(tls::serve(
+                router.clone(),
+                Arc::clone(client),
+                listener,
+                acceptor,
+            ));
         }
         if let Some(listener) = self.passthrough {
             tasks.spawn(super::passthrough::serve(router.clone(), listener));

@@ -1,17 +1,16 @@
-//! Layer 4: TLS passthrough routed by SNI ([`passthrough`]), HTTP CONNECT tunnels ([`connect`])
-//! and static TCP listeners ([`tcp`]), all holding the client while the sandbox wakes and then
-//! splicing bytes ([`splice`]) without looking at them.
+//! Layer 4: TLS passthrough routed by SNI ([`passthrough`]) and static TCP listeners ([`tcp`]),
+//! both holding the client while the sandbox wakes and then splicing bytes
+//! ([`crate::splice`]) without looking at them. HTTP CONNECT tunnels start as HTTP requests and
+//! live in `l7`; they share the splice.
 //!
 //! Per connection: accept → admit (connection limit, rate limit) → classify (peek the
 //! ClientHello for passthrough) → route → hold/wake and dial ([`Router::connect`]) → splice →
 //! account (bytes into the connection guard). While held, a client that hangs up is noticed and
 //! its hold given up, so a storm of abandoned connections does not keep sandbox slots busy.
 
-pub mod connect;
 mod listeners;
 pub mod passthrough;
 pub mod sni;
-pub mod splice;
 pub mod tcp;
 
 use std::io;
@@ -23,7 +22,8 @@ use tokio::net::TcpStream;
 pub use listeners::{ListenerAddrs, Listeners, ListenersError};
 
 use crate::error::ProxyError;
-use crate::route::{ConnKind, RouteTarget, Router, Upstream};
+use crate::kind::ConnKind;
+use crate::route::{RouteTarget, Router, Upstream};
 
 /// Most bytes of a ClientHello the passthrough listener waits for before giving up; enough for
 /// post-quantum key shares and large session tickets, small enough to bound memory.

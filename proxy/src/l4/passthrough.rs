@@ -11,10 +11,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
 use super::sni::{ClientHelloError, peek_client_hello};
-use super::splice::{SpliceOptions, splice_tcp};
 use super::{MAX_CLIENT_HELLO_BYTES, connect_unless_closed};
 use crate::accept::{RateLimit, accept_loop};
-use crate::route::{ConnKind, Router};
+use crate::kind::ConnKind;
+use crate::route::Router;
+use crate::splice::{SpliceOptions, splice_tcp};
 
 /// Connections closed before routing, by `reason` (`not_tls`, `sslv2`, `malformed`,
 /// `invalid_sni`, `missing_sni`, `unknown_host`, `too_large`, `timeout`, `closed`, `io`).

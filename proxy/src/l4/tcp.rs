@@ -6,9 +6,10 @@ use std::net::SocketAddr;
 use tokio::net::{TcpListener, TcpStream};
 
 use super::connect_unless_closed;
-use super::splice::{SpliceOptions, splice_tcp};
 use crate::accept::{RateLimit, accept_loop};
-use crate::route::{ConnKind, RouteTarget, Router};
+use crate::kind::ConnKind;
+use crate::route::{RouteTarget, Router};
+use crate::splice::{SpliceOptions, splice_tcp};
 
 /// Serves one static TCP listener, every connection going to `target`, until the router's
 /// drain signal.

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
-use crate::route::ConnectionGuard;
+use crate::activity::ConnectionGuard;
 
 /// Which way a body flows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Weak;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -23,7 +22,7 @@ use tokio::net::TcpStream;
 use super::body::CountingBody;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
-use crate::route::{RouteTarget, Router, RouterInner};
+use crate::route::{RouteTarget, Router};
 
 /// Idle pooled connections are closed after this long; shorter than common backend keep-alive
 /// timeouts (60 s and more) so the proxy closes first.
@@ -36,13 +35,21 @@ const POOL_MAX_IDLE_PER_TARGET: usize = 64;
 pub(crate) type UpstreamBody =
     CountingBody<http_body_util::Either<Incoming, http_body_util::Empty<bytes::Bytes>>>;
 
-/// The pooled client.
-pub(crate) struct UpstreamClient {
+/// The pooled client of one HTTP listener (plain and HTTPS share one); its connector dials
+/// through the router, which knows nothing of it.
+pub struct UpstreamClient {
     client: Client<RouterConnector, UpstreamBody>,
 }
 
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient").finish_non_exhaustive()
+    }
+}
+
 impl UpstreamClient {
-    pub(crate) fn new(router: Weak<RouterInner>) -> Self {
+    /// A client dialling through `router`'s hold/wake and connect phases.
+    pub fn new(router: Router) -> Self {
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
@@ -97,7 +104,7 @@ fn target_of(uri: &Uri) -> Option<RouteTarget> {
 /// Dials through the router for the pooled client.
 #[derive(Clone)]
 struct RouterConnector {
-    router: Weak<RouterInner>,
+    router: Router,
 }
 
 impl tower_service::Service<Uri> for RouterConnector {
@@ -110,9 +117,8 @@ impl tower_service::Service<Uri> for RouterConnector {
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
-        let router = self.router.upgrade().map(Router::from_inner);
+        let router = self.router.clone();
         Box::pin(async move {
-            let router = router.ok_or(ProxyError::ShuttingDown)?;
             let target = target_of(&uri).ok_or_else(|| {
                 ProxyError::BadRequest("internal upstream URI names no sandbox".to_owned())
             })?;

@@ -5,6 +5,25 @@ use std::net::IpAddr;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+/// The scheme clients used to reach the proxy (for `X-Forwarded-Proto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Plain HTTP.
+    Http,
+    /// HTTP over TLS terminated by the proxy.
+    Https,
+}
+
+impl Scheme {
+    /// `http` or `https`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
 /// Headers that describe one hop, never forwarded.
 const HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,

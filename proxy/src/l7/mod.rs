@@ -3,6 +3,7 @@
 
 pub(crate) mod body;
 pub(crate) mod client;
+mod connect;
 pub mod headers;
 mod response;
 mod service;
@@ -10,40 +11,21 @@ mod upgrade;
 
 use std::net::SocketAddr;
 
-use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
+use std::sync::Arc;
+
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
+pub use self::client::UpstreamClient;
+pub use self::headers::Scheme;
+pub use self::response::ProxyBody;
+pub use self::service::target_of;
 use crate::limits::{IdleControl, IdleTimeout};
 use crate::metrics as m;
 use crate::route::Router;
-pub use service::target_of;
-
-/// The body of every response the proxy sends.
-pub type ProxyBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
-
-/// The scheme clients used to reach the proxy (for `X-Forwarded-Proto`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scheme {
-    /// Plain HTTP.
-    Http,
-    /// HTTP over TLS terminated by the proxy.
-    Https,
-}
-
-impl Scheme {
-    /// `http` or `https`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scheme::Http => "http",
-            Scheme::Https => "https",
-        }
-    }
-}
 
 /// Most concurrent HTTP/2 streams per client connection.
 const H2_MAX_CONCURRENT_STREAMS: u32 = 256;
@@ -55,11 +37,17 @@ const H2_MAX_CONCURRENT_STREAMS: u32 = 256;
 /// # Example
 /// ```no_run
 /// # async fn demo(router: rouse_proxy::Router, stream: tokio::net::TcpStream, peer: std::net::SocketAddr) {
-/// rouse_proxy::serve_http_connection(router, stream, peer, rouse_proxy::Scheme::Http).await;
+/// let client = std::sync::Arc::new(rouse_proxy::l7::UpstreamClient::new(router.clone()));
+/// rouse_proxy::serve_http_connection(router, client, stream, peer, rouse_proxy::Scheme::Http).await;
 /// # }
 /// ```
-pub async fn serve_http_connection<IO>(router: Router, io: IO, peer: SocketAddr, scheme: Scheme)
-where
+pub async fn serve_http_connection<IO>(
+    router: Router,
+    client: Arc<UpstreamClient>,
+    io: IO,
+    peer: SocketAddr,
+    scheme: Scheme,
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let config = router.config();
@@ -90,7 +78,7 @@ where
             scheme,
             idle: idle.clone(),
         };
-        service::handle(svc_router.clone(), req, conn)
+        service::handle(svc_router.clone(), Arc::clone(&client), req, conn)
     });
     let conn = builder.serve_connection_with_upgrades(io, service);
     tokio::pin!(conn);
@@ -138,27 +126,34 @@ fn downstream_reason(err: &(dyn std::error::Error + 'static)) -> &'static str {
 
 /// Accepts plain HTTP connections until the drain signal, each served by
 /// [`serve_http_connection`] in a task of the router's tracker.
-pub(crate) async fn accept_loop(router: Router, listener: TcpListener) {
+pub(crate) async fn accept_loop(
+    router: Router,
+    client: Arc<UpstreamClient>,
+    listener: TcpListener,
+) {
     crate::accept::accept_loop(
         router,
         listener,
-        crate::route::ConnKind::Http,
+        crate::kind::ConnKind::Http,
         crate::accept::RateLimit::PerRequest,
-        |router, stream, peer| async move {
+        move |router, stream, peer| {
+            let client = Arc::clone(&client);
+            async move {
             let timeout = router.config().limits.header_read_timeout;
             if crate::accept::first_byte(&stream, timeout).await {
-                serve_http_connection(router, stream, peer, Scheme::Http).await;
+                serve_http_connection(router, client, stream, peer, Scheme::Http).await;
             } else {
                 metrics::counter!(m::DOWNSTREAM_ERRORS_TOTAL, "reason" => "header_timeout")
                     .increment(1);
                 tracing::debug!(client.addr = %peer, "client sent nothing within the header timeout");
+            }
             }
         },
     )
     .await;
 }
 
-/// A short `text/plain` response the proxy makes itself (for the L4 CONNECT handler too).
+/// A short `text/plain` response the proxy makes itself.
 pub fn text_response(status: http::StatusCode, body: String) -> http::Response<ProxyBody> {
     response::text(status, body)
 }

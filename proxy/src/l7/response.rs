@@ -4,10 +4,13 @@
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 
-use super::ProxyBody;
 use crate::error::ProxyError;
+
+/// The body of every response the proxy sends.
+pub type ProxyBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 
 /// A short text response.
 pub(crate) fn text(status: StatusCode, body: String) -> Response<ProxyBody> {

@@ -12,13 +12,16 @@ use http_body_util::{BodyExt, Either};
 use hyper::body::Incoming;
 
 use super::body::{CountingBody, Direction};
-use super::headers::{self, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
-use super::{ProxyBody, Scheme, client, response, upgrade};
+use super::client::{self, UpstreamClient};
+use super::headers::{self, Scheme, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
+use super::response::{self, ProxyBody};
+use super::{connect, upgrade};
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
+use crate::kind::ConnKind;
 use crate::limits::IdleControl;
 use crate::metrics as m;
-use crate::route::{ConnKind, RouteTarget, Router};
+use crate::route::{RouteTarget, Router};
 
 /// What a request's service knows of its client connection.
 pub(crate) struct ConnInfo {
@@ -33,15 +36,16 @@ pub(crate) struct ConnInfo {
 /// Answers one request; never fails (errors become responses).
 pub(crate) async fn handle(
     router: Router,
+    client: Arc<UpstreamClient>,
     req: Request<Incoming>,
     conn: ConnInfo,
 ) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     let response = if req.method() == Method::CONNECT {
         // A CONNECT tunnel is an upgraded stream: its own idle limit applies.
         conn.idle.set(router.config().limits.upgraded_idle_timeout);
-        crate::l4::connect::handle(router, req, conn.peer).await
+        connect::handle(router, req, conn.peer).await
     } else {
-        match proxy(&router, req, &conn).await {
+        match proxy(&router, &client, req, &conn).await {
             Ok(response) => response,
             Err(err) => {
                 tracing::debug!(error = %err, error.side = err.side().as_str(), "request refused");
@@ -56,6 +60,7 @@ pub(crate) async fn handle(
 
 async fn proxy(
     router: &Router,
+    client: &UpstreamClient,
     mut req: Request<Incoming>,
     conn: &ConnInfo,
 ) -> Result<Response<ProxyBody>, ProxyError> {
@@ -100,7 +105,7 @@ async fn proxy(
         Direction::ToUpstream,
     );
     let upstream_req = Request::from_parts(parts, body);
-    let mut upstream_resp = match (router.l7_client().request(upstream_req).await, replay) {
+    let mut upstream_resp = match (client.request(upstream_req).await, replay) {
         (Ok(resp), _) => resp,
         (Err(err), Some((method, headers))) if connection_lost(&err) => {
             // The workload went away under the request (a suspend the proxy had not seen yet):
@@ -118,8 +123,7 @@ async fn proxy(
             *again.headers_mut() = headers;
             *again.uri_mut() = client::target_uri(&target, epoch, &path)
                 .map_err(|err| ProxyError::BadRequest(format!("request target: {err}")))?;
-            router
-                .l7_client()
+            client
                 .request(again)
                 .await
                 .map_err(|err| classify(&target.key, &err))?

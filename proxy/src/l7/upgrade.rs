@@ -2,18 +2,15 @@
 //! two upgraded streams are copied both ways with byte accounting, an optional idle timeout
 //! and the proxy's hard stop.
 
-use std::io;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::route::{ConnKind, ConnectionGuard, RouteTarget, Router};
+use crate::kind::ConnKind;
+use crate::route::{RouteTarget, Router};
+use crate::splice::{SpliceOptions, splice};
 
-/// Spawns the copy between the client's and the sandbox's upgraded connections.
+/// Spawns the tunnel of an upgraded request: once both sides' upgrades complete, their streams
+/// are spliced with byte accounting until both ends close or the proxy's hard stop.
 pub(crate) fn spawn_tunnel(
     router: &Router,
     target: RouteTarget,
@@ -33,15 +30,13 @@ pub(crate) fn spawn_tunnel(
                 return;
             }
         };
-        let guard = Arc::new(guard);
-        // The client side keeps its connection's idle limit, switched to the upgraded one.
-        let mut client = Counting {
-            inner: TokioIo::new(down),
-            guard: Arc::clone(&guard),
-        };
+        // The client side keeps its connection's idle limit (switched to the upgraded one by
+        // the service), so the splice needs none of its own.
+        let mut client = TokioIo::new(down);
         let mut sandbox = TokioIo::new(up);
+        let options = SpliceOptions::default();
         tokio::select! {
-            result = tokio::io::copy_bidirectional(&mut client, &mut sandbox) => {
+            result = splice(&mut client, &mut sandbox, options, |up, down| guard.record_bytes(up, down)) => {
                 if let Err(err) = result {
                     tracing::debug!(sandbox.key = %target.key, error = %err, "upgraded stream ended");
                 }
@@ -49,48 +44,4 @@ pub(crate) fn spawn_tunnel(
             () = hard_stop.cancelled() => {}
         }
     }, span));
-}
-
-/// The client side of a tunnel: bytes read go to the sandbox, bytes written come from it.
-struct Counting<T> {
-    inner: T,
-    guard: Arc<ConnectionGuard>,
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Counting<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = (buf.filled().len() - before) as u64;
-        if n > 0 {
-            self.guard.record_bytes(n, 0);
-        }
-        result
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = result {
-            self.guard.record_bytes(0, n as u64);
-        }
-        result
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }

@@ -12,12 +12,25 @@ use tokio::time::timeout_at;
 
 use tokio::sync::watch;
 
-use super::{RouteTarget, Router, Slot, SlotState};
+use super::slot::{RouteTarget, Slot, SlotState};
+use crate::config::WakeConfig;
 use crate::directory::RouteState;
 use crate::error::ProxyError;
 use crate::hold::{self, Hold, HoldAction, HoldEvent, Observed, Refusal, Suspension};
 use crate::metrics as m;
-use crate::wake::{HeldGuard, hold};
+use crate::reporter::Reporter;
+use crate::wake::{HeldGuard, HeldTotals, hold};
+
+/// What the hold/wake and connect phases use besides the slot: the wake settings in force,
+/// the proxy-wide held count and the handle that sends wakes.
+pub(super) struct Phases<'a> {
+    /// `[wake]` of the config in force.
+    pub(super) wake: &'a WakeConfig,
+    /// Held connections over all sandboxes.
+    pub(super) held: &'a Arc<HeldTotals>,
+    /// Sends wakes in the background.
+    pub(super) reporter: &'a Arc<Reporter>,
+}
 
 /// What a connection sees in its slot's state now: the machine's view of it and, when
 /// dialable, where to dial.
@@ -58,12 +71,11 @@ fn route_event(
 /// Holds until `target` can be dialled, dials it and returns the stream: drives one
 /// connection's [`Hold`] machine, performing its actions.
 pub(super) async fn connect_slot(
-    router: &Router,
+    phases: Phases<'_>,
     target: &RouteTarget,
     slot: &Arc<Slot>,
 ) -> Result<(TcpStream, SocketAddr), ProxyError> {
-    let config = router.config();
-    let wake = &config.wake;
+    let wake = phases.wake;
     let key = &target.key;
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + wake.deadline;
@@ -96,14 +108,14 @@ pub(super) async fn connect_slot(
                 HoldAction::Hold => {
                     held = Some(hold(
                         key,
-                        slot,
-                        router.held_totals(),
+                        &slot.gate,
+                        phases.held,
                         wake.max_held_per_sandbox,
                         wake.max_held_total,
                     )?);
                 }
                 HoldAction::Wake(suspension) => {
-                    maybe_wake(router, slot, suspension, wake.deadline);
+                    maybe_wake(phases.reporter, slot, suspension, wake.deadline);
                 }
                 HoldAction::Wait => {
                     // A held client is answered at once when the proxy drains (503 with
@@ -243,20 +255,24 @@ const WAKE_RETRY_MAX: Duration = Duration::from_secs(2);
 /// Sends the wake of `suspension` unless another connection did. A failed call is retried
 /// with backoff (100 ms doubling to 2 s) while connections are still held and the cycle still
 /// waits on this suspension; each call is bounded by the wake deadline.
-fn maybe_wake(router: &Router, slot: &Arc<Slot>, suspension: Suspension, deadline: Duration) {
+fn maybe_wake(
+    reporter: &Arc<Reporter>,
+    slot: &Arc<Slot>,
+    suspension: Suspension,
+    deadline: Duration,
+) {
     if !slot.gate.want(suspension, Instant::now(), deadline) {
         return;
     }
-    let router = router.clone();
     let slot = Arc::clone(slot);
-    let tasks = router.background_tasks();
-    let stop = router.background_stop();
-    tasks.spawn(async move {
+    let stop = reporter.stop_signal().clone();
+    let directory = Arc::clone(reporter.directory());
+    reporter.spawn(async move {
         let key = &slot.key;
         let mut pause = WAKE_RETRY_INITIAL;
         tracing::info!(sandbox.key = %key, "waking sandbox");
         loop {
-            let result = tokio::time::timeout(deadline, router.directory().wake(key)).await;
+            let result = tokio::time::timeout(deadline, directory.wake(key)).await;
             let label = match &result {
                 Ok(Ok(())) => "ok",
                 Ok(Err(_)) => "error",

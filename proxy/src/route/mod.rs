@@ -5,69 +5,33 @@
 //! **hold/wake** → **connect** → splice/proxy → account.
 
 mod connect;
+mod slot;
 mod table;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
 
 use rouse_shared::names::{SandboxDomains, split_host_port};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use self::slot::RouteTarget;
+pub(crate) use self::slot::Slot;
+use self::table::RouteTable;
 pub use crate::activity::ConnectionGuard;
-use crate::activity::SandboxActivity;
 use crate::config::{Config, ConfigError, ConfigIssue};
 use crate::directory::{Directory, RouteState, RouteUpdate, SandboxKey};
 use crate::error::ProxyError;
+pub use crate::kind::ConnKind;
 use crate::limits::{Admission, Limits};
 use crate::metrics as m;
-use crate::wake::{HeldTotals, WakeGate};
-pub(crate) use table::RouteTable;
+use crate::reporter::Reporter;
+use crate::wake::HeldTotals;
 
 /// The error of routing calls; the same type as every proxy error.
 pub type RouteError = ProxyError;
-
-/// Which sandbox, and which of its ports, a connection goes to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RouteTarget {
-    /// The sandbox.
-    pub key: SandboxKey,
-    /// Container port; `None` = the sandbox's first (default) port.
-    pub port: Option<u16>,
-}
-
-/// The kind of a proxied connection (the `kind` label of `rouse_proxy_connections_open`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ConnKind {
-    /// An HTTP request/response exchange.
-    Http,
-    /// An upgraded HTTP connection (WebSocket and others).
-    Upgrade,
-    /// A TLS connection passed through by SNI.
-    TlsPassthrough,
-    /// An HTTP CONNECT tunnel.
-    Connect,
-    /// A static TCP listener's connection.
-    Tcp,
-}
-
-impl ConnKind {
-    /// Position in `metrics::hot::CONNECTIONS_OPEN_BY_KIND`.
-    pub(crate) fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The metric label.
-    pub fn as_str(self) -> &'static str {
-        CONN_KIND_LABELS[self.index()]
-    }
-}
-
-/// Labels of [`ConnKind`], in declaration order.
-pub(crate) const CONN_KIND_LABELS: [&str; 5] =
-    ["http", "upgrade", "tls_passthrough", "connect", "tcp"];
 
 /// A dialled connection to a sandbox, counted as open while `guard` lives.
 #[derive(Debug)]
@@ -78,38 +42,6 @@ pub struct Upstream {
     pub addr: SocketAddr,
     /// Counts the connection and its bytes as the sandbox's activity.
     pub guard: ConnectionGuard,
-}
-
-/// One sandbox's entry in the routing table: its state channel, wake gate and activity.
-#[derive(Debug)]
-pub struct Slot {
-    /// The sandbox.
-    pub(crate) key: SandboxKey,
-    /// Its route state and suspension number; held connections wait on changes of it.
-    pub(crate) state: watch::Sender<SlotState>,
-    /// Hold-and-wake state.
-    pub(crate) gate: WakeGate,
-    /// Activity counters.
-    pub(crate) activity: SandboxActivity,
-    /// Bumped whenever the address to dial changes (or goes away), so pooled upstream
-    /// connections to an old address are never reused: the L7 pool key includes it.
-    pub(crate) epoch: std::sync::atomic::AtomicU64,
-}
-
-/// What a slot's watch channel carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SlotState {
-    /// The route state last applied (`Missing` once removed from the table).
-    pub(crate) route: RouteState,
-    /// Numbers the suspensions seen so far (see `crate::hold::Suspension`).
-    pub(crate) suspension: crate::hold::Suspension,
-}
-
-impl Slot {
-    /// The current address epoch (see `epoch`).
-    pub(crate) fn epoch(&self) -> u64 {
-        self.epoch.load(std::sync::atomic::Ordering::Acquire)
-    }
 }
 
 /// The config in force and what is derived from it.
@@ -138,21 +70,19 @@ impl Snapshot {
     }
 }
 
-pub(crate) struct Inner {
+struct Inner {
     snapshot: RwLock<Arc<Snapshot>>,
     table: RouteTable,
-    directory: Arc<dyn Directory>,
+    /// The directory, background tasks and report interval, shared with connection guards.
+    reporter: Arc<Reporter>,
     held: Arc<HeldTotals>,
     limits: Limits,
     tasks: TaskTracker,
-    background_tasks: TaskTracker,
-    background: CancellationToken,
     drain: CancellationToken,
     hard_stop: CancellationToken,
     /// Cancelled once the directory has sent its first full list (a one-shot start barrier).
     synced: CancellationToken,
     draining: AtomicBool,
-    l7_client: OnceLock<crate::l7::client::UpstreamClient>,
 }
 
 /// The state every listener shares: routing table, wake gates, limits, activity and config.
@@ -175,21 +105,22 @@ impl Router {
     /// A router for `config`, fed by `directory` once [`Router::start_updates`] runs.
     pub fn new(config: Config, directory: impl Directory) -> Result<Self, ConfigError> {
         let snapshot = Snapshot::new(config)?;
+        let reporter = Reporter::new(
+            Arc::new(directory),
+            snapshot.config.activity.report_interval,
+        );
         Ok(Self {
             inner: Arc::new(Inner {
                 snapshot: RwLock::new(Arc::new(snapshot)),
                 table: RouteTable::default(),
-                directory: Arc::new(directory),
+                reporter: Arc::new(reporter),
                 held: Arc::new(HeldTotals::default()),
                 limits: Limits::new(),
                 tasks: TaskTracker::new(),
-                background_tasks: TaskTracker::new(),
-                background: CancellationToken::new(),
                 drain: CancellationToken::new(),
                 hard_stop: CancellationToken::new(),
                 synced: CancellationToken::new(),
                 draining: AtomicBool::new(false),
-                l7_client: OnceLock::new(),
             }),
         })
     }
@@ -214,6 +145,9 @@ impl Router {
     /// Listener addresses are not rebound (see `Proxy::reload`).
     pub fn reload(&self, config: Config) -> Result<(), ConfigError> {
         let snapshot = Arc::new(Snapshot::new(config)?);
+        self.inner
+            .reporter
+            .set_report_interval(snapshot.config.activity.report_interval);
         *self
             .inner
             .snapshot
@@ -252,7 +186,7 @@ impl Router {
         })?;
         // Counted as open (activity) from now on, held or not: a held TCP connection keeps
         // its sandbox's activity alive the same way a held HTTP request does.
-        let guard = ConnectionGuard::new(self.clone(), Arc::clone(&slot), kind);
+        let guard = self.guard_of(&slot, kind);
         let (stream, addr) = self.connect_slot(target, &slot).await?;
         Ok(Upstream {
             stream,
@@ -313,12 +247,18 @@ impl Router {
         self.inner.held.total()
     }
 
+    /// The live view of a sandbox's traffic: now while a connection to it is open, else when
+    /// its last connection opened or closed; `None` when never (or not in the table).
+    pub fn last_activity(&self, key: &SandboxKey) -> Option<SystemTime> {
+        self.slot(key)?.activity.last_activity()
+    }
+
     /// Spawns the task applying the directory's route updates to the table.
     pub fn start_updates(&self) {
         let router = self.clone();
-        let mut updates = self.inner.directory.updates();
-        let stop = self.inner.background.clone();
-        self.inner.background_tasks.spawn(async move {
+        let mut updates = self.inner.reporter.directory().updates();
+        let stop = self.inner.reporter.stop_signal().clone();
+        self.inner.reporter.spawn(async move {
             use futures::StreamExt;
             loop {
                 let update = tokio::select! {
@@ -371,9 +311,7 @@ impl Router {
 
     /// Stops background work (route updates, activity reporters) and waits for it.
     pub async fn stop_background(&self) {
-        self.inner.background.cancel();
-        self.inner.background_tasks.close();
-        self.inner.background_tasks.wait().await;
+        self.inner.reporter.stop().await;
     }
 
     /// The tracker owning accept loops and per-connection tasks; a drain waits for them.
@@ -383,17 +321,17 @@ impl Router {
 
     /// The tracker owning background work (route updates, wakes, activity, admin).
     pub(crate) fn background_tasks(&self) -> TaskTracker {
-        self.inner.background_tasks.clone()
+        self.inner.reporter.tasks().clone()
     }
 
     /// Cancelled when background work must stop.
     pub fn background_stop(&self) -> CancellationToken {
-        self.inner.background.clone()
+        self.inner.reporter.stop_signal().clone()
     }
 
     /// The directory routes come from.
     pub fn directory(&self) -> &Arc<dyn Directory> {
-        &self.inner.directory
+        self.inner.reporter.directory()
     }
 
     /// Hold/wake and connect without counting a connection (the L7 pool counts requests).
@@ -418,7 +356,13 @@ impl Router {
         target: &RouteTarget,
         slot: &Arc<Slot>,
     ) -> Result<(tokio::net::TcpStream, SocketAddr), ProxyError> {
-        connect::connect_slot(self, target, slot)
+        let config = self.config();
+        let phases = connect::Phases {
+            wake: &config.wake,
+            held: &self.inner.held,
+            reporter: &self.inner.reporter,
+        };
+        connect::connect_slot(phases, target, slot)
             .await
             .inspect_err(count_error)
     }
@@ -432,29 +376,22 @@ impl Router {
         self.inner.table.get(key)
     }
 
-    pub(crate) fn held_totals(&self) -> &Arc<HeldTotals> {
-        &self.inner.held
-    }
-
     /// A guard counting an open connection to a sandbox without dialing (L7 requests ride on
     /// pooled connections); `None` when the sandbox is not in the table.
     pub(crate) fn guard(&self, key: &SandboxKey, kind: ConnKind) -> Option<ConnectionGuard> {
         let slot = self.slot(key)?;
-        Some(ConnectionGuard::new(self.clone(), slot, kind))
+        Some(self.guard_of(&slot, kind))
     }
 
-    pub(crate) fn l7_client(&self) -> &crate::l7::client::UpstreamClient {
-        self.inner
-            .l7_client
-            .get_or_init(|| crate::l7::client::UpstreamClient::new(Arc::downgrade(&self.inner)))
-    }
-
-    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
-        Self { inner }
+    /// A guard counting an open connection of `kind` to the slot's sandbox.
+    fn guard_of(&self, slot: &Slot, kind: ConnKind) -> ConnectionGuard {
+        ConnectionGuard::new(
+            Arc::clone(&slot.activity),
+            Arc::clone(&self.inner.reporter),
+            kind,
+        )
     }
 }
-
-pub(crate) use self::Inner as RouterInner;
 
 /// Counts a connection that could not be proxied, by cause.
 fn count_error(err: &ProxyError) {

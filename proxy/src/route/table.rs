@@ -5,18 +5,15 @@
 //! holding its slot see the `Missing` state and give up.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use dashmap::DashMap;
-use tokio::sync::watch;
 
-use super::{Slot, SlotState};
-use crate::activity::SandboxActivity;
+use super::slot::Slot;
 use crate::directory::{Endpoint, RouteState, SandboxKey};
 use crate::hold::number_suspension;
 use crate::metrics as m;
-use crate::wake::WakeGate;
 
 /// The routing table.
 #[derive(Debug, Default)]
@@ -53,18 +50,7 @@ impl RouteTable {
         let slot = Arc::clone(
             self.map
                 .entry(key.clone())
-                .or_insert_with(|| {
-                    Arc::new(Slot {
-                        key: key.clone(),
-                        state: watch::Sender::new(SlotState {
-                            route: RouteState::Missing,
-                            suspension: 0,
-                        }),
-                        gate: WakeGate::new(release_concurrency),
-                        activity: SandboxActivity::default(),
-                        epoch: AtomicU64::new(0),
-                    })
-                })
+                .or_insert_with(|| Arc::new(Slot::new(key.clone(), release_concurrency)))
                 .value(),
         );
         let mut old = RouteState::Missing;

@@ -8,25 +8,45 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{RateLimit, accept_loop};
-use crate::l7::{Scheme, serve_http_connection};
-use crate::route::{ConnKind, Router};
+use crate::kind::ConnKind;
+use crate::l7::{Scheme, UpstreamClient, serve_http_connection};
+use crate::route::Router;
 
 /// Failed TLS handshakes, by `reason` (`timeout`, `tls`).
 pub const TLS_HANDSHAKE_ERRORS_TOTAL: &str = "rouse_proxy_tls_handshake_errors_total";
 
 /// Serves HTTPS on `listener` with `acceptor` until the router's drain signal.
-pub async fn serve(router: Router, listener: TcpListener, acceptor: Arc<TlsAcceptor>) {
+pub async fn serve(
+    router: Router,
+    client: Arc<UpstreamClient>,
+    listener: TcpListener,
+    acceptor: Arc<TlsAcceptor>,
+) {
     accept_loop(
         router,
         listener,
         ConnKind::Http,
         RateLimit::PerRequest,
-        move |router, stream, peer| handle(router, stream, peer, Arc::clone(&acceptor)),
+        move |router, stream, peer| {
+            handle(
+                router,
+                Arc::clone(&client),
+                stream,
+                peer,
+                Arc::clone(&acceptor),
+            )
+        },
     )
     .await;
 }
 
-async fn handle(router: Router, stream: TcpStream, peer: SocketAddr, acceptor: Arc<TlsAcceptor>) {
+async fn handle(
+    router: Router,
+    client: Arc<UpstreamClient>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    acceptor: Arc<TlsAcceptor>,
+) {
     // A client that never finishes the handshake must not hold a slot longer than one that
     // never finishes its request head.
     let timeout = router.config().limits.header_read_timeout;
@@ -43,5 +63,5 @@ async fn handle(router: Router, stream: TcpStream, peer: SocketAddr, acceptor: A
             return;
         }
     };
-    serve_http_connection(router, tls, peer, Scheme::Https).await;
+    serve_http_connection(router, client, tls, peer, Scheme::Https).await;
 }

@@ -7,6 +7,7 @@
 //! watch) live behind it, so both modes run the same reconcile and routing code.
 
 mod error;
+mod follow;
 mod kube;
 mod types;
 
@@ -20,6 +21,7 @@ use serde::de::DeserializeOwned;
 
 pub use self::kube::KubeStore;
 pub use error::{Result, StoreError};
+pub use follow::{Backoff, Seen, list_watch};
 pub use types::{
     DeleteParams, Deletion, ListParams, ObjectKey, ObjectList, Patch, Propagation, WatchEvent,
 };

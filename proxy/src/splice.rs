@@ -1,4 +1,5 @@
-//! Bidirectional copy between a client and an upstream with byte accounting, half-close and an
+//! The one bidirectional copy of the proxy (L4 listeners, CONNECT tunnels and upgraded HTTP
+//! connections): between a client and an upstream with byte accounting, half-close and an
 //! optional idle timeout.
 //!
 //! One future drives both directions (no task or lock per direction, unlike `io::split`). When a
@@ -127,7 +128,7 @@ pub struct Transferred {
 /// # Example
 /// ```no_run
 /// # async fn f(mut a: tokio::net::TcpStream, mut b: tokio::net::TcpStream) {
-/// use rouse_proxy::l4::splice::{splice, SpliceOptions};
+/// use rouse_proxy::splice::{splice, SpliceOptions};
 ///
 /// let moved = splice(&mut a, &mut b, SpliceOptions::default(), |_, _| {}).await;
 /// # }

@@ -1,4 +1,5 @@
-//! HTTP `CONNECT host:port` tunnels to sandboxes: the L7 service hands CONNECT requests here.
+//! HTTP `CONNECT host:port` tunnels to sandboxes: the L7 service hands CONNECT requests here,
+//! and the tunnel is spliced like any L4 connection.
 //!
 //! Only hosts under the sandbox domains are tunnelled (anything else gets 403: the proxy is not
 //! an open forward proxy). The authority's port is the sandbox's container port. The sandbox is
@@ -14,10 +15,11 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rouse_shared::names::split_host_port;
 
-use super::splice::{SpliceOptions, splice};
+use super::response::{self, ProxyBody};
 use crate::error::ProxyError;
-use crate::l7::{ProxyBody, error_response, text_response};
-use crate::route::{ConnKind, RouteTarget, Router};
+use crate::kind::ConnKind;
+use crate::route::{RouteTarget, Router};
+use crate::splice::{SpliceOptions, splice};
 
 /// Answers a CONNECT request: `200` and a spliced tunnel, or the reason there is none.
 pub(crate) async fn handle(
@@ -26,7 +28,7 @@ pub(crate) async fn handle(
     peer: SocketAddr,
 ) -> Response<ProxyBody> {
     if let Err(err) = router.check_rate(peer.ip()) {
-        return error_response(&err);
+        return response::error(&err);
     }
     let target = match target(&router, &req) {
         Ok(target) => target,
@@ -36,7 +38,7 @@ pub(crate) async fn handle(
         Ok(upstream) => upstream,
         Err(err) => {
             tracing::debug!(sandbox.key = %target.key, error = %err, "connect refused");
-            return error_response(&err);
+            return response::error(&err);
         }
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
@@ -81,8 +83,8 @@ enum Refusal {
 impl Refusal {
     fn response(self) -> Response<ProxyBody> {
         match self {
-            Refusal::Forbidden(message) => text_response(StatusCode::FORBIDDEN, message),
-            Refusal::Bad(message) => error_response(&ProxyError::BadRequest(message)),
+            Refusal::Forbidden(message) => response::text(StatusCode::FORBIDDEN, message),
+            Refusal::Bad(message) => response::error(&ProxyError::BadRequest(message)),
         }
     }
 }
