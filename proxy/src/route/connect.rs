@@ -11,6 +11,7 @@ use tokio::net::TcpStream;
 use tokio::time::timeout_at;
 
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::slot::{RouteTarget, Slot, SlotState};
 use crate::config::WakeConfig;
@@ -30,6 +31,8 @@ pub(super) struct Phases<'a> {
     pub(super) held: &'a Arc<HeldTotals>,
     /// Sends wakes in the background.
     pub(super) reporter: &'a Arc<Reporter>,
+    /// Cancelled when the proxy drains: held clients are answered at once.
+    pub(super) drain: &'a CancellationToken,
 }
 
 /// What a connection sees in its slot's state now: the machine's view of it and, when
@@ -121,7 +124,7 @@ pub(super) async fn connect_slot(
                     // A held client is answered at once when the proxy drains (503 with
                     // Retry-After), not left waiting out the drain for a sandbox that may
                     // never come up in time.
-                    let drain = router.drain_signal();
+                    let drain = phases.drain;
                     next_event = Some(tokio::select! {
                         changed = timeout_at(deadline, rx.changed()) => match changed {
                             Err(_) => HoldEvent::Deadline,
@@ -158,7 +161,7 @@ pub(super) async fn connect_slot(
                     );
                 }
                 HoldAction::Pause => {
-                    let drain = router.drain_signal();
+                    let drain = phases.drain;
                     tokio::select! {
                         () = tokio::time::sleep(backoff) => {}
                         _ = rx.changed() => {}

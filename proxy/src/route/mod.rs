@@ -361,6 +361,7 @@ impl Router {
             wake: &config.wake,
             held: &self.inner.held,
             reporter: &self.inner.reporter,
+            drain: &self.inner.drain,
         };
         connect::connect_slot(phases, target, slot)
             .await
