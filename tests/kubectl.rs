@@ -1,7 +1,8 @@
 //! `rouse up` speaks Kubernetes: the real kubectl and the official Python client, unchanged,
 //! drive it over HTTPS with the kubeconfig it writes.
 //!
-//! - `kubectl_drives_rouse_up`: discovery (`api-resources`), OpenAPI (`explain`), client- and
+//! - `kubectl_drives_rouse_up`: the kubeconfig (mode 0600) also used by the `rouse` CLI and
+//!   printed by `rouse kubeconfig`; discovery (`api-resources`), OpenAPI (`explain`), client- and
 //!   server-side apply (with a conflict), `get` with the CRD's printer columns, a bounded
 //!   `get -w`, `wait --for=condition=Ready`, merge and JSON patches, `label`, `scale` of a warm
 //!   pool, `--dry-run=server`, and `delete` with each propagation policy.
@@ -158,6 +159,29 @@ fn kubectl_drives_rouse_up() {
         &["get", "sandboxes", "-w", "--request-timeout=2s"],
     );
     assert!(watched.lines().any(|l| l.starts_with("web ")), "{watched}");
+
+    // The rouse CLI reads the same kubeconfig (server, CA, token) given only the data dir.
+    let rouse_cli = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_rouse"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(&rouse.data)
+            .env_remove("ROUSE_SERVER")
+            .env_remove("ROUSE_TOKEN")
+            .output()
+            .expect("run rouse");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "rouse {args:?}: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    };
+    assert!(rouse_cli(&["get", "sandboxes"]).contains("web"));
+    let path = rouse_cli(&["kubeconfig", "--path"]);
+    assert_eq!(path.trim(), rouse.kubeconfig().display().to_string());
+    assert_eq!(rouse_cli(&["kubeconfig"]), kubeconfig);
 
     // Patches and labels.
     ok(

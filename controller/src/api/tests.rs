@@ -3,6 +3,7 @@
 
 mod client;
 mod kube_client;
+mod kube_compat;
 mod memory;
 mod streams;
 
