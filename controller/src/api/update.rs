@@ -26,12 +26,17 @@ const PATCH_ATTEMPTS: usize = 5;
 pub(super) async fn replace<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Named { kind, key }: Named,
+    q: QueryParams,
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
+    let options = super::patch::Options::from_query(&query(q)?)?;
     let mut value = read_json(&headers, body, &state.config, JSON).await?;
     prepare(kind, &mut value, &key.namespace, Some(&key.name))?;
-    dispatch!(kind, replace_object(&state, kind, &key, value))
+    dispatch!(
+        kind,
+        replace_object(&state, kind, &key, value, options.dry_run)
+    )
 }
 
 /// Metadata fields a replace may change; the rest is the server's.
@@ -42,6 +47,7 @@ async fn replace_object<K: StoreObject, S: Store<K>>(
     kind: Kind,
     key: &ObjectKey,
     value: Value,
+    dry_run: bool,
 ) -> Reply<Response> {
     let fail = |e: StoreError| Failure::from_store(kind, &e);
     let desired = to_object(&validated::<K>(kind, value)?)?;
@@ -53,7 +59,24 @@ async fn replace_object<K: StoreObject, S: Store<K>>(
     for attempt in 1..=PATCH_ATTEMPTS {
         let current: K = state.store.get(key).await.map_err(fail)?;
         let current = to_object(&current)?;
-        let patch = diff(&current, &replaced(&current, &desired));
+        let target = replaced(&current, &desired);
+        if dry_run {
+            // dryRun=All: the object the replace would store, checked, never written.
+            if let Some(version) = &wanted_version
+                && *version != resource_version(&current)
+            {
+                return Err(Failure::conflict(
+                    Subject {
+                        kind,
+                        name: &key.name,
+                    },
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                ));
+            }
+            let checked = validated::<K>(kind, Value::Object(target))?;
+            return Ok(Json(checked).into_response());
+        }
+        let patch = diff(&current, &target);
         // Without a version from the client the replace is unconditional; the version read
         // here only guards against writing a diff computed from a state that moved.
         let version = wanted_version

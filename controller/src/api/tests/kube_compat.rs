@@ -82,6 +82,16 @@ async fn json_patch_dry_run_status_and_delete_options() {
         .await;
     assert_status(&got, 422, "Invalid");
 
+    // A dry-run replace changes nothing.
+    let mut relabelled = patched.clone();
+    relabelled["metadata"]["labels"] = json!({"b": "2"});
+    let (code, answer) = c.put(&format!("{web}?dryRun=All"), &relabelled).await;
+    assert_eq!(
+        (code.as_u16(), &answer["metadata"]["labels"]),
+        (200, &json!({"b": "2"}))
+    );
+    assert_eq!(c.get(&web).await.1["metadata"]["labels"], json!({"a": "1"}));
+
     // PUT on /status replaces the status only.
     let mut with_status = patched.clone();
     with_status["status"] = json!({"podIPs": ["10.1.2.3"]});
