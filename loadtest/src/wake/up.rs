@@ -32,7 +32,7 @@ impl RouseUp {
         let config = data.join("config.toml");
         std::fs::write(
             &config,
-            "[api]\nlisten = \"127.0.0.1:0\"\n[http]\nlisten = \"127.0.0.1:0\"\n\
+            "[api]\nlisten = \"127.0.0.1:0\"\ntls = false\n[http]\nlisten = \"127.0.0.1:0\"\n\
              [admin]\nlisten = \"127.0.0.1:0\"\n",
         )?;
         let mut child = Command::new(rouse)
