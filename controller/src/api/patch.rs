@@ -1,9 +1,16 @@
-//! What every write shares besides its body: the `dryRun`, `fieldManager` and `force` query
-//! parameters, and the parsing of JSON patches (RFC 6902).
+//! What every write shares besides its body — the `dryRun`, `fieldManager` and `force` query
+//! parameters — and JSON patches (RFC 6902).
 
 use std::collections::HashMap;
 
-use super::{Failure, Reply};
+use axum::response::Response;
+use rouse_shared::store::{ObjectKey, Store, StoreError, StoreObject};
+use serde_json::{Value, json};
+
+use super::check::{check_patch_identity, resource_version, to_object};
+use super::merge::diff;
+use super::update::{PATCH_ATTEMPTS, Part, kept_changing, patch_object};
+use super::{ApiState, Failure, Kind, Reply};
 
 /// The write options of a create, replace or patch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,6 +47,63 @@ impl Options {
             force: super::routes::flag(q, "force")?,
         })
     }
+}
+
+/// Applies a JSON patch (RFC 6902) to the current object and writes the difference as a merge
+/// patch pinned to the version it was computed from, reading again when the object moved.
+pub(super) async fn json_patch_object<K: StoreObject, S: Store<K>>(
+    state: &ApiState<S>,
+    kind: Kind,
+    key: &ObjectKey,
+    ops: &json_patch::Patch,
+    part: Part,
+    options: &Options,
+) -> Reply<Response> {
+    let fail = |e: StoreError| Failure::from_store(kind, &e);
+    for attempt in 1..=PATCH_ATTEMPTS {
+        let current: K = state.store.get(key).await.map_err(fail)?;
+        let current = to_object(&current)?;
+        let mut patched = Value::Object(current.clone());
+        json_patch::patch(&mut patched, ops).map_err(|e| {
+            Failure::invalid_patch(format!("the JSON patch cannot be applied: {e}"))
+        })?;
+        let Value::Object(patched) = patched else {
+            return Err(Failure::invalid_patch(
+                "the JSON patch must leave an object",
+            ));
+        };
+        check_patch_identity(
+            kind,
+            &Value::Object(patched.clone()),
+            &key.namespace,
+            &key.name,
+        )?;
+        let mut merge = diff(&current, &patched);
+        merge
+            .entry("metadata")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .map(|m| {
+                m.insert(
+                    "resourceVersion".to_owned(),
+                    json!(resource_version(&current)),
+                )
+            });
+        match patch_object::<K, S>(
+            state,
+            kind,
+            key,
+            Value::Object(merge),
+            part,
+            options.dry_run,
+        )
+        .await
+        {
+            Err(f) if f.code == axum::http::StatusCode::CONFLICT && attempt < PATCH_ATTEMPTS => {}
+            other => return other,
+        }
+    }
+    Err(kept_changing(kind, key))
 }
 
 /// A JSON patch document, or 400.

@@ -13,13 +13,14 @@ use serde_json::{Map, Value, json};
 use super::body::{ANY_PATCH, JSON, parse_object, read_body, read_json};
 use super::check::{check_patch_identity, prepare, resource_version, to_object, validated};
 use super::merge::{diff, merge_patch};
+use super::patch::json_patch_object;
 use super::routes::{QueryParams, query};
 use super::target::Named;
 use super::{ApiState, ApiStore, Failure, Kind, Reply, Subject, dispatch};
 
 /// How often a patch is retried when the object changed between read and write; a client's
 /// own resourceVersion precondition is never retried.
-const PATCH_ATTEMPTS: usize = 5;
+pub(super) const PATCH_ATTEMPTS: usize = 5;
 
 /// `PUT .../{name}`: replace metadata (labels, annotations, finalizers, owner references) and
 /// spec; `metadata.resourceVersion` in the body is a precondition.
@@ -225,63 +226,6 @@ async fn patch_route<S: ApiStore>(
     }
 }
 
-/// Applies a JSON patch (RFC 6902) to the current object and writes the difference as a merge
-/// patch pinned to the version it was computed from, reading again when the object moved.
-async fn json_patch_object<K: StoreObject, S: Store<K>>(
-    state: &ApiState<S>,
-    kind: Kind,
-    key: &ObjectKey,
-    ops: &json_patch::Patch,
-    part: Part,
-    options: &super::patch::Options,
-) -> Reply<Response> {
-    let fail = |e: StoreError| Failure::from_store(kind, &e);
-    for attempt in 1..=PATCH_ATTEMPTS {
-        let current: K = state.store.get(key).await.map_err(fail)?;
-        let current = to_object(&current)?;
-        let mut patched = Value::Object(current.clone());
-        json_patch::patch(&mut patched, ops).map_err(|e| {
-            Failure::invalid_patch(format!("the JSON patch cannot be applied: {e}"))
-        })?;
-        let Value::Object(patched) = patched else {
-            return Err(Failure::invalid_patch(
-                "the JSON patch must leave an object",
-            ));
-        };
-        check_patch_identity(
-            kind,
-            &Value::Object(patched.clone()),
-            &key.namespace,
-            &key.name,
-        )?;
-        let mut merge = diff(&current, &patched);
-        merge
-            .entry("metadata")
-            .or_insert_with(|| json!({}))
-            .as_object_mut()
-            .map(|m| {
-                m.insert(
-                    "resourceVersion".to_owned(),
-                    json!(resource_version(&current)),
-                )
-            });
-        match patch_object::<K, S>(
-            state,
-            kind,
-            key,
-            Value::Object(merge),
-            part,
-            options.dry_run,
-        )
-        .await
-        {
-            Err(f) if f.code == axum::http::StatusCode::CONFLICT && attempt < PATCH_ATTEMPTS => {}
-            other => return other,
-        }
-    }
-    Err(kept_changing(kind, key))
-}
-
 /// `POST .../sandboxes/{name}/suspend`: sets `spec.operatingMode: Suspended`.
 pub(super) async fn suspend<S: ApiStore>(
     state: State<ApiState<S>>,
@@ -449,7 +393,7 @@ fn settle<K: serde::Serialize>(
 }
 
 /// The 409 after every attempt met a moving object.
-fn kept_changing(kind: Kind, key: &ObjectKey) -> Failure {
+pub(super) fn kept_changing(kind: Kind, key: &ObjectKey) -> Failure {
     Failure::conflict(
         Subject {
             kind,
