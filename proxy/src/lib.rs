@@ -19,6 +19,7 @@ pub mod l4;
 pub mod l7;
 pub mod limits;
 pub mod metrics;
+pub mod quiesce;
 pub mod route;
 pub mod server;
 pub mod tls;

@@ -112,6 +112,15 @@ pub(super) async fn connect_slot(
                         Ok(Ok(())) => route_event(&mut rx, target.port, &mut dial_to),
                     });
                 }
+                HoldAction::Dial if router.quiescer().is_held(key) => {
+                    // Being checkpointed: no connection may reach it until it is saved. Then as a
+                    // retryable dial failure: pause, look at the route again, dial.
+                    next_event = Some(if router.quiescer().wait_released(key, deadline).await {
+                        HoldEvent::DialFailed { retryable: true }
+                    } else {
+                        HoldEvent::Deadline
+                    });
+                }
                 HoldAction::Dial => {
                     let Some((address, port)) = dial_to.clone() else {
                         // `Dial` follows a dialable observation, which sets `dial_to`.

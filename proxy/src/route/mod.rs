@@ -153,6 +153,7 @@ pub(crate) struct Inner {
     synced: CancellationToken,
     draining: AtomicBool,
     l7_client: OnceLock<crate::l7::client::UpstreamClient>,
+    quiescer: crate::quiesce::Quiescer,
 }
 
 /// The state every listener shares: routing table, wake gates, limits, activity and config.
@@ -190,8 +191,15 @@ impl Router {
                 synced: CancellationToken::new(),
                 draining: AtomicBool::new(false),
                 l7_client: OnceLock::new(),
+                quiescer: crate::quiesce::Quiescer::default(),
             }),
         })
+    }
+
+    /// Resets and holds upstream connections around a checkpoint of a sandbox (see
+    /// [`crate::quiesce`]).
+    pub fn quiescer(&self) -> &crate::quiesce::Quiescer {
+        &self.inner.quiescer
     }
 
     /// The config in force.

@@ -18,6 +18,8 @@ use super::spec::PortSpec;
 /// Where a workload listens: `PORT` and the host port of each declared container port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortMap {
+    /// The address the workload is reached at: loopback, or its network namespace's address.
+    pub host: Ipv4Addr,
     /// The port passed as `PORT` (the first declared port's host port).
     pub default_port: u16,
     /// `(containerPort, host port)` for each declared port, in declaration order.
@@ -76,6 +78,7 @@ impl PortMap {
         drop(held);
         Ok((
             Self {
+                host: Ipv4Addr::LOCALHOST,
                 default_port,
                 mapped,
             },
@@ -100,9 +103,9 @@ impl PortMap {
             .unwrap_or(self.default_port)
     }
 
-    /// The loopback address of a container port; `None` asks for `PORT`.
+    /// The address of a container port; `None` asks for `PORT`.
     pub fn addr(&self, container_port: Option<u16>) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.host_port(container_port)))
+        SocketAddr::from((self.host, self.host_port(container_port)))
     }
 }
 
