@@ -58,7 +58,30 @@ impl Drop for PortLease {
     }
 }
 
+impl PortLease {
+    /// A lease of no port: for a workload in its own network namespace, whose ports are its
+    /// own.
+    pub fn none() -> Self {
+        Self { ports: Vec::new() }
+    }
+}
+
 impl PortMap {
+    /// The ports of a workload in its own network namespace at `host`: each container port
+    /// as itself (nothing else listens there), `PORT` the first one or 8080. They stay the
+    /// same across restarts, so a restored checkpoint listens where it is dialled.
+    pub fn own(host: Ipv4Addr, ports: &[PortSpec]) -> Self {
+        let mapped: Vec<(u16, u16)> = ports
+            .iter()
+            .map(|p| (p.container_port, p.container_port))
+            .collect();
+        Self {
+            host,
+            default_port: mapped.first().map_or(8080, |(_, p)| *p),
+            mapped,
+        }
+    }
+
     /// Reserves a free loopback port for each declared port (one for `PORT` if none is), none
     /// of them leased to another workload; the lease keeps them until dropped.
     pub fn allocate(ports: &[PortSpec]) -> Result<(Self, PortLease)> {

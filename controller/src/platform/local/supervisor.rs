@@ -129,7 +129,7 @@ impl Workload {
         for volume in &spec.volumes {
             ensure_dir(&layout.volume_dir(&key, &volume.name))?;
         }
-        let (mut ports, lease) = PortMap::allocate(&spec.ports)?;
+        let (mut ports, mut lease) = PortMap::allocate(&spec.ports)?;
         let runner = match spec.runtime {
             RuntimeKind::Process => Runner::Process,
             RuntimeKind::Gvisor => {
@@ -140,7 +140,8 @@ impl Workload {
                 if spec.checkpoint {
                     // Checkpointable: its own network namespace, dialled at its address.
                     let netns = Netns::ensure(layout, &key)?;
-                    ports.host = netns.sandbox_ip();
+                    ports = PortMap::own(netns.sandbox_ip(), &spec.ports);
+                    lease = PortLease::none();
                     Runner::Gvisor(runsc.in_netns(netns.path()))
                 } else {
                     Runner::Gvisor(runsc)
@@ -280,7 +281,8 @@ impl Supervisor {
             if started.elapsed() >= BACKOFF_RESET {
                 backoff = BACKOFF_START;
             }
-            if !succeeded && !self.ports.all_free() {
+            // Only loopback ports can be taken by other programs.
+            if !succeeded && self.ports.host.is_loopback() && !self.ports.all_free() {
                 self.move_ports();
             }
             tracing::info!(workload.exit = %message, workload.backoff_ms = backoff.as_millis() as u64, "workload exited; restarting");
