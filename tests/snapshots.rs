@@ -15,9 +15,10 @@ mod support;
 use serde_json::{Value, json};
 use support::{Options, Rouse, condition, sandbox};
 
-/// An HTTP/1.1 (keep-alive) server whose answer counts the requests it served: the count
-/// lives only in memory. Keep-alive matters: a server that closes first leaves its side of
-/// the connection in TIME_WAIT, which runsc cannot checkpoint.
+/// An HTTP/1.1 (keep-alive) server on `BIND` whose answer counts the requests it served: the
+/// count lives only in memory. Keep-alive matters: a server that closes first leaves its side
+/// of the connection in TIME_WAIT, which runsc cannot checkpoint. A gvisor sandbox with its own
+/// network namespace listens on every address of it; a host process on loopback only.
 const COUNTER: &str = r#"exec python3 -c '
 import http.server, os
 n = [0]
@@ -32,7 +33,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
     def log_message(self, *args):
         pass
-http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), H).serve_forever()
+http.server.ThreadingHTTPServer((os.environ["BIND"], int(os.environ["PORT"])), H).serve_forever()
 '"#;
 
 /// Whether these tests can run: runsc installed and root; under CI a missing one fails.
@@ -52,10 +53,15 @@ fn checkpoint_available() -> bool {
     runsc && root
 }
 
+/// `COUNTER` listening on `bind`.
+fn counter_script(bind: &str) -> String {
+    format!("BIND={bind} {COUNTER}")
+}
+
 fn counter(name: &str) -> Value {
     sandbox(
         name,
-        COUNTER,
+        &counter_script("0.0.0.0"),
         json!({
             "suspension": {"strategy": "Checkpoint"},
             "podTemplate": {"spec": {"runtimeClassName": "gvisor"}},
@@ -165,4 +171,37 @@ async fn a_request_during_a_checkpoint_suspend_is_served_after_restore() {
         rouse.log("held")
     );
     delete(&rouse, "held").await;
+}
+
+#[tokio::test]
+async fn the_process_runtime_falls_back_to_stop_and_says_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rouse = Rouse::start(dir.path(), &Options::default());
+    let spec = json!({"suspension": {"strategy": "Checkpoint"}});
+    rouse
+        .create(&sandbox("plain", &counter_script("127.0.0.1"), spec))
+        .await;
+    rouse.wait_condition("plain", "Ready", "True", None).await;
+    assert_eq!(count(&rouse, "plain").await, 1);
+    set_mode(&rouse, "plain", "Suspended").await;
+    rouse
+        .wait_condition("plain", "Suspended", "True", None)
+        .await;
+    let sandbox = rouse
+        .wait_condition(
+            "plain",
+            "Checkpointed",
+            "False",
+            Some("CheckpointUnsupported"),
+        )
+        .await;
+    let message = condition(&sandbox, "Checkpointed").expect("waited for")["message"].clone();
+    assert!(
+        message
+            .as_str()
+            .is_some_and(|m| m.contains("cannot keep memory")),
+        "{message}"
+    );
+    // Woken by a request: a fresh start, volumes kept.
+    assert_eq!(count(&rouse, "plain").await, 1);
 }
