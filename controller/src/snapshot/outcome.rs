@@ -103,3 +103,7 @@ impl CheckpointOutcome {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "outcome_tests.rs"]
+mod tests;

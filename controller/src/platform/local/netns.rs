@@ -200,3 +200,25 @@ fn ip_output(args: &[&str]) -> Result<String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Netns, SUBNET_BASE};
+
+    #[test]
+    fn each_index_is_its_own_slash_30() {
+        let first = Netns { index: 0 };
+        assert_eq!(first.host_ip().to_string(), "10.234.0.1");
+        assert_eq!(first.sandbox_ip().to_string(), "10.234.0.2");
+        let later = Netns { index: 70 };
+        assert_eq!(later.host_ip().to_string(), "10.234.1.25");
+        assert_eq!(later.sandbox_ip().to_string(), "10.234.1.26");
+        assert_eq!(later.name(), "rouse-70");
+        // Interface names fit the kernel's 15 bytes up to the last index.
+        let last = Netns {
+            index: super::MAX_INDEX - 1,
+        };
+        assert!(last.host_if().len() <= 15 && last.sandbox_if().len() <= 15);
+        assert_eq!(last.sandbox_ip().octets()[..2], SUBNET_BASE.octets()[..2]);
+    }
+}
