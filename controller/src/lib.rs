@@ -12,6 +12,7 @@ pub mod platform;
 pub mod pool;
 pub mod run;
 pub mod sandbox;
+pub mod snapshot;
 pub mod standalone;
 mod status;
 pub mod store;

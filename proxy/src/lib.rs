@@ -20,6 +20,7 @@ pub mod l4;
 pub mod l7;
 pub mod limits;
 pub mod metrics;
+pub mod quiesce;
 pub mod reporter;
 pub mod route;
 pub mod server;

@@ -117,6 +117,8 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     let proxy = Proxy::start(config.proxy.clone(), directory).await?;
     // Idle suspend asks the proxy in this process whether a sandbox is in use right now.
     platform.set_activity_view(Arc::new(ProxyActivity(proxy.router().clone())));
+    // A checkpoint suspend has the proxy reset and hold the sandbox's connections first.
+    platform.set_quiesce(Arc::new(ProxyQuiesce(proxy.router().clone())));
 
     let shutdown = CancellationToken::new();
     let driver = tokio::spawn(standalone::run(store.clone(), platform, shutdown.clone()));
@@ -204,6 +206,28 @@ impl ActivityView for ProxyActivity {
     fn last_activity(&self, key: &rouse_shared::store::ObjectKey) -> Option<jiff::Timestamp> {
         let at = self.0.last_activity(key)?;
         jiff::Timestamp::try_from(at).ok()
+    }
+}
+
+/// The proxy's side of a checkpoint suspend, for the local platform.
+struct ProxyQuiesce(rouse_proxy::Router);
+
+/// How long a checkpoint waits for the sandbox's upstream connections to close after their
+/// reset (they close at once unless a handler is stuck).
+const QUIESCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl rouse_controller::snapshot::Quiesce for ProxyQuiesce {
+    fn quiesce(
+        &self,
+        key: &rouse_shared::store::ObjectKey,
+    ) -> futures::future::BoxFuture<'static, bool> {
+        let router = self.0.clone();
+        let key = key.clone();
+        Box::pin(async move { router.quiescer().quiesce(&key, QUIESCE_LIMIT).await })
+    }
+
+    fn release(&self, key: &rouse_shared::store::ObjectKey) {
+        self.0.quiescer().release(key);
     }
 }
 

@@ -21,6 +21,9 @@ pub struct Observed {
     /// (standalone mode: the proxy in the same process): now while a connection is open, else
     /// when the last one closed. Idle suspend counts it like `status.lastActivityTime`.
     pub activity: Option<jiff::Timestamp>,
+    /// The platform's `Checkpointed` condition (see [`crate::snapshot::outcome`]), for a
+    /// sandbox suspended by checkpoint; copied into the status as it is.
+    pub checkpoint: Option<Condition>,
 }
 
 /// One workload (a Pod, or a local process) and its state.

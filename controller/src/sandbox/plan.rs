@@ -197,6 +197,9 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
     if let Some(scheduled) = ours.and_then(|w| w.scheduled.clone()) {
         status.conditions.push(scheduled);
     }
+    if let Some(checkpoint) = &observed.checkpoint {
+        status.conditions.push(checkpoint.clone());
+    }
     match ours {
         Some(w) if w.phase.is_terminal() => {
             let why = if w.phase == WorkloadPhase::Succeeded {

@@ -17,11 +17,11 @@ use http::uri::{Authority, Scheme};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::net::TcpStream;
 
 use super::body::CountingBody;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
+use crate::quiesce::QuiesceStream;
 use crate::route::{RouteTarget, Router};
 
 /// Idle pooled connections are closed after this long; shorter than common backend keep-alive
@@ -108,7 +108,7 @@ struct RouterConnector {
 }
 
 impl tower_service::Service<Uri> for RouterConnector {
-    type Response = TokioIo<TcpStream>;
+    type Response = TokioIo<QuiesceStream>;
     type Error = ProxyError;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
@@ -123,7 +123,7 @@ impl tower_service::Service<Uri> for RouterConnector {
                 ProxyError::BadRequest("internal upstream URI names no sandbox".to_owned())
             })?;
             let (stream, _addr, _slot) = router.connect_stream(&target).await?;
-            Ok(TokioIo::new(stream))
+            Ok(TokioIo::new(router.quiescer().wrap(&target.key, stream)))
         })
     }
 }

@@ -33,6 +33,8 @@ pub(super) struct Phases<'a> {
     pub(super) reporter: &'a Arc<Reporter>,
     /// Cancelled when the proxy drains: held clients are answered at once.
     pub(super) drain: &'a CancellationToken,
+    /// Holds dials to sandboxes being checkpointed.
+    pub(super) quiescer: &'a crate::quiesce::Quiescer,
 }
 
 /// What a connection sees in its slot's state now: the machine's view of it and, when
@@ -132,6 +134,15 @@ pub(super) async fn connect_slot(
                             Ok(Ok(())) => route_event(&mut rx, target.port, &mut dial_to),
                         },
                         () = drain.cancelled() => return Err(ProxyError::ShuttingDown),
+                    });
+                }
+                HoldAction::Dial if phases.quiescer.is_held(key) => {
+                    // Being checkpointed: no connection may reach it until it is saved. Then as a
+                    // retryable dial failure: pause, look at the route again, dial.
+                    next_event = Some(if phases.quiescer.wait_released(key, deadline).await {
+                        HoldEvent::DialFailed { retryable: true }
+                    } else {
+                        HoldEvent::Deadline
                     });
                 }
                 HoldAction::Dial => {

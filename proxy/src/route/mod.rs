@@ -83,6 +83,7 @@ struct Inner {
     /// Cancelled once the directory has sent its first full list (a one-shot start barrier).
     synced: CancellationToken,
     draining: AtomicBool,
+    quiescer: crate::quiesce::Quiescer,
 }
 
 /// The state every listener shares: routing table, wake gates, limits, activity and config.
@@ -121,8 +122,15 @@ impl Router {
                 hard_stop: CancellationToken::new(),
                 synced: CancellationToken::new(),
                 draining: AtomicBool::new(false),
+                quiescer: crate::quiesce::Quiescer::default(),
             }),
         })
+    }
+
+    /// Resets and holds upstream connections around a checkpoint of a sandbox (see
+    /// [`crate::quiesce`]).
+    pub fn quiescer(&self) -> &crate::quiesce::Quiescer {
+        &self.inner.quiescer
     }
 
     /// The config in force.
@@ -362,6 +370,7 @@ impl Router {
             held: &self.inner.held,
             reporter: &self.inner.reporter,
             drain: &self.inner.drain,
+            quiescer: &self.inner.quiescer,
         };
         connect::connect_slot(phases, target, slot)
             .await

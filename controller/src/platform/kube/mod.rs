@@ -119,6 +119,7 @@ impl Platform for KubePlatform {
             cluster_domain: self.cluster_domain.clone(),
             // The proxy runs apart; its reports reach the status instead.
             activity: None,
+            checkpoint: None,
         })
     }
 

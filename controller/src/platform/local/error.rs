@@ -35,6 +35,12 @@ pub enum Error {
     /// No free loopback port could be reserved.
     #[error("reserving a loopback port: {0}")]
     Port(#[source] std::io::Error),
+    /// A sandbox's network namespace or veth pair could not be set up.
+    #[error("setting up the sandbox network: {0}")]
+    Network(String),
+    /// A checkpoint or restore of a gvisor sandbox failed.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
     /// The OCI bundle for the gvisor runtime could not be written.
     #[error("writing the OCI bundle: {0}")]
     Bundle(#[source] serde_json::Error),
@@ -49,6 +55,8 @@ impl Error {
             Error::DataDir { .. } => "data_dir",
             Error::Port(_) => "port",
             Error::Bundle(_) => "bundle",
+            Error::Network(_) => "network",
+            Error::Checkpoint(_) => "checkpoint",
         }
     }
 

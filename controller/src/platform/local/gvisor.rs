@@ -2,6 +2,13 @@
 //! from an OCI bundle generated per sandbox. The root filesystem is the host's `/` (or the
 //! directory of `image: dir:///path`) with an in-memory overlay, so writes outside volumes
 //! never reach the host; volume directories are bind-mounted at their `mountPath`.
+//!
+//! A sandbox that may be checkpointed runs with `--network=sandbox` in a network namespace of
+//! its own (see [`super::netns`]) instead: this runsc refuses to checkpoint host networking.
+//! It misreads every network namespace as the host's (it looks at
+//! `/proc/sys/net/core/rmem_default`), so each call that touches the sandbox goes through
+//! `nsenter --net=NETNS`, and `run`/`restore` additionally through `unshare -m` with a tmpfs
+//! over `/proc/sys/net/core` (not `ip netns exec`, which remounts `/sys`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -31,6 +38,9 @@ pub struct Runsc {
     program: PathBuf,
     root: PathBuf,
     rootless: bool,
+    /// The sandbox's own network namespace (`--network=sandbox`), or `None` for host
+    /// networking.
+    netns: Option<PathBuf>,
 }
 
 impl Runsc {
@@ -45,7 +55,21 @@ impl Runsc {
             program,
             root: layout.runsc_root(),
             rootless: !nix::unistd::geteuid().is_root(),
+            netns: None,
         })
+    }
+
+    /// The same runsc for a sandbox in the network namespace at `netns`.
+    pub fn in_netns(&self, netns: PathBuf) -> Self {
+        Self {
+            netns: Some(netns),
+            ..self.clone()
+        }
+    }
+
+    /// The network namespace the sandbox runs in, if not the host's.
+    pub fn netns(&self) -> Option<&Path> {
+        self.netns.as_deref()
     }
 
     /// The runsc container id of a sandbox (runsc keeps `{id}.state` files: a long name is
@@ -103,28 +127,89 @@ impl Runsc {
             &root,
             &key.name,
             mounts,
+            self.netns.as_deref(),
         );
         let path = bundle.join("config.json");
         let text = serde_json::to_vec_pretty(&config).map_err(Error::Bundle)?;
         std::fs::write(&path, text).map_err(|e| Error::data_dir(&path, e))?;
+        Ok(self.launch(layout, key, None))
+    }
+
+    /// The command line that starts the prepared bundle: `runsc run`, or `runsc restore` from
+    /// the checkpoint image in `restore`.
+    pub fn launch(&self, layout: &Layout, key: &ObjectKey, restore: Option<&Path>) -> Launch {
+        let bundle = layout.bundle_dir(key);
         let mut args = self.global_args();
+        let network = if self.netns.is_some() {
+            "--network=sandbox"
+        } else {
+            "--network=host"
+        };
         args.extend([
             "--platform=ptrace".to_owned(),
-            "--network=host".to_owned(),
-            // Root writes go to memory: the host's filesystem is never changed.
+            network.to_owned(),
+            // Root writes go to memory: the host's filesystem is never changed (and a
+            // checkpoint keeps them, with the rest of the sandbox's memory).
             "--overlay2=root:memory".to_owned(),
             "--ignore-cgroups".to_owned(),
-            "run".to_owned(),
+        ]);
+        match restore {
+            Some(image) => args.extend([
+                "restore".to_owned(),
+                "--image-path".to_owned(),
+                image.display().to_string(),
+            ]),
+            None => args.push("run".to_owned()),
+        }
+        args.extend([
             "--bundle".to_owned(),
             bundle.display().to_string(),
             Self::container_id(key),
         ]);
-        Ok(Launch {
-            program: self.program.clone(),
-            args,
-            env: vec![("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())],
+        let env = vec![("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())];
+        let Some(netns) = &self.netns else {
+            return Launch {
+                program: self.program.clone(),
+                args,
+                env,
+                cwd: bundle,
+            };
+        };
+        let mut wrapped = vec![
+            format!("--net={}", netns.display()),
+            "unshare".to_owned(),
+            "-m".to_owned(),
+            "--propagation".to_owned(),
+            "private".to_owned(),
+            "sh".to_owned(),
+            "-c".to_owned(),
+            // The tmpfs hides rmem_default, so runsc sees a namespace of its own.
+            "mount -t tmpfs tmpfs /proc/sys/net/core && exec \"$0\" \"$@\"".to_owned(),
+            self.program.display().to_string(),
+        ];
+        wrapped.extend(args);
+        Launch {
+            program: PathBuf::from("nsenter"),
+            args: wrapped,
+            env,
             cwd: bundle,
-        })
+        }
+    }
+
+    /// Checkpoints a running sandbox into `image` (memory and the in-memory root overlay);
+    /// the sandbox exits once it is saved. Never `--leave-running`: it hangs in this runsc.
+    pub async fn checkpoint(&self, key: &ObjectKey, image: &Path) -> Result<()> {
+        ensure_dir(image)?;
+        let image_arg = image.display().to_string();
+        self.call_result(&[
+            "checkpoint",
+            "--image-path",
+            &image_arg,
+            &Self::container_id(key),
+        ])
+        .await
+        .map(|_| ())
+        .map_err(Error::Checkpoint)
     }
 
     /// Stops a running container: SIGTERM to it, SIGKILL to all its processes after `grace`,
@@ -196,19 +281,44 @@ impl Runsc {
             .args(self.global_args())
             .args(args)
             .kill_on_drop(true);
+        self.call_result(args).await.ok()
+    }
+
+    /// Runs one runsc management command with a deadline (under `nsenter --net` when the
+    /// sandbox has its own namespace); its stdout, or why it failed.
+    async fn call_result(&self, args: &[&str]) -> Result<Vec<u8>, String> {
+        let mut command = match &self.netns {
+            Some(netns) => {
+                let mut command = Command::new("nsenter");
+                command
+                    .arg(format!("--net={}", netns.display()))
+                    .arg(&self.program);
+                command
+            }
+            None => Command::new(&self.program),
+        };
+        command
+            .args(self.global_args())
+            .args(args)
+            .kill_on_drop(true);
+        let verb = args.first().copied().unwrap_or("");
         match tokio::time::timeout(RUNSC_CALL, command.output()).await {
-            Ok(Ok(out)) if out.status.success() => Some(out.stdout),
+            Ok(Ok(out)) if out.status.success() => Ok(out.stdout),
             Ok(Ok(out)) => {
-                tracing::debug!(runsc.args = ?args, stderr = %String::from_utf8_lossy(&out.stderr).trim(), "runsc call failed");
-                None
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                // runsc's own error is the first line; the rest is a Go stack.
+                let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+                let message: String = first.chars().take(400).collect();
+                tracing::debug!(runsc.args = ?args, stderr = %message, "runsc call failed");
+                Err(format!("runsc {verb} failed: {message}"))
             }
             Ok(Err(error)) => {
                 tracing::warn!(runsc.args = ?args, %error, "runsc call could not run");
-                None
+                Err(format!("runsc {verb} could not run: {error}"))
             }
             Err(_) => {
                 tracing::warn!(runsc.args = ?args, "runsc call timed out");
-                None
+                Err(format!("runsc {verb} timed out"))
             }
         }
     }
@@ -221,8 +331,20 @@ fn bundle_config(
     root: &Path,
     hostname: &str,
     mounts: Vec<Value>,
+    netns: Option<&Path>,
 ) -> Value {
     let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    // Without a network namespace, `--network=host` shares the host's loopback with the
+    // proxy; with one, the sandbox's own stack takes the namespace's veth.
+    let mut namespaces = vec![
+        json!({"type": "pid"}),
+        json!({"type": "ipc"}),
+        json!({"type": "uts"}),
+        json!({"type": "mount"}),
+    ];
+    if let Some(netns) = netns {
+        namespaces.push(json!({"type": "network", "path": netns}));
+    }
     json!({
         "ociVersion": "1.0.0",
         "process": {
@@ -238,8 +360,7 @@ fn bundle_config(
         "root": {"path": root, "readonly": false},
         "hostname": hostname,
         "mounts": mounts,
-        // No network namespace: `--network=host` shares the host's loopback with the proxy.
-        "linux": {"namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}]},
+        "linux": {"namespaces": namespaces},
     })
 }
 

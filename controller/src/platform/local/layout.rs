@@ -48,6 +48,15 @@ impl Layout {
             .join(&key.name)
     }
 
+    /// `{data}/checkpoints/{namespace}/{sandbox}`: the memory image of a sandbox suspended by
+    /// checkpoint, restored on its next start (see `super::checkpoint`).
+    pub fn checkpoint_dir(&self, key: &ObjectKey) -> PathBuf {
+        self.data
+            .join("checkpoints")
+            .join(&key.namespace)
+            .join(&key.name)
+    }
+
     /// `{data}/run/runsc`: the runsc state root.
     pub fn runsc_root(&self) -> PathBuf {
         self.data.join("run").join("runsc")

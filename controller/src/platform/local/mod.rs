@@ -3,11 +3,13 @@
 //! data directory, and each sandbox's output goes to a log file.
 
 mod activity;
+mod checkpoint;
 mod env;
 mod error;
 mod gvisor;
 mod launch;
 mod layout;
+mod netns;
 mod pidfile;
 mod platform;
 mod ports;

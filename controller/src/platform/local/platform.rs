@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use rouse_shared::api::{EndpointPort, Sandbox};
+use rouse_shared::api::{EndpointPort, OperatingMode, Sandbox, SuspensionStrategy};
 use rouse_shared::store::ObjectKey;
 use tokio::sync::mpsc;
 
@@ -22,6 +22,7 @@ use super::supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
 use super::sweep::{self, Claim};
 use crate::platform::{Platform, PlatformError, Result};
 use crate::sandbox::{self, Action, Observed, ObservedService, ObservedVolume};
+use crate::snapshot::{Capabilities, CheckpointOutcome, Quiesce, Snapshotter};
 
 /// How many change notifications may wait for the driver; past that they are dropped and
 /// counted, and the driver's periodic resync catches up.
@@ -67,6 +68,7 @@ struct Inner {
     changes_tx: mpsc::Sender<ObjectKey>,
     changes_rx: Mutex<Option<mpsc::Receiver<ObjectKey>>>,
     activity: OnceLock<Arc<dyn ActivityView>>,
+    quiesce: OnceLock<Arc<dyn Quiesce>>,
 }
 
 #[derive(Default)]
@@ -123,6 +125,7 @@ impl LocalPlatform {
                 changes_tx,
                 changes_rx: Mutex::new(Some(changes_rx)),
                 activity: OnceLock::new(),
+                quiesce: OnceLock::new(),
             }),
         })
     }
@@ -140,6 +143,12 @@ impl LocalPlatform {
     /// [`ActivityView`]); set once, later calls are ignored.
     pub fn set_activity_view(&self, view: Arc<dyn ActivityView>) {
         let _ = self.inner.activity.set(view);
+    }
+
+    /// Lets a checkpoint suspend quiesce the data plane's connections to the sandbox first
+    /// (see [`Quiesce`]); set once, later calls are ignored.
+    pub fn set_quiesce(&self, quiesce: Arc<dyn Quiesce>) {
+        let _ = self.inner.quiesce.set(quiesce);
     }
 
     /// The paths under the data directory.
@@ -281,13 +290,18 @@ impl LocalPlatform {
                 .activity
                 .get()
                 .and_then(|view| view.last_activity(&key)),
+            checkpoint: checkpoints(sandbox)
+                .then(|| CheckpointOutcome::read(&self.inner.layout.checkpoint_dir(&key)))
+                .flatten()
+                .map(|outcome| outcome.condition()),
         }
     }
 
     fn create_workload(&self, sandbox: &Sandbox, spec: &sandbox::WorkloadSpec) -> Result<()> {
         let key = ObjectKey::of(sandbox);
         let what = || format!("create workload {key}");
-        let launch = LaunchSpec::from_pod(&spec.spec).map_err(|e| platform_error(what(), e))?;
+        let mut launch = LaunchSpec::from_pod(&spec.spec).map_err(|e| platform_error(what(), e))?;
+        launch.checkpoint = checkpoints(sandbox);
         let runsc = match launch.runtime {
             super::RuntimeKind::Gvisor => Some(
                 Runsc::locate(&self.inner.config.runsc, &self.inner.layout)
@@ -311,12 +325,13 @@ impl LocalPlatform {
         }
         // Started outside the lock (it touches the file system); the driver never reconciles
         // one sandbox twice at a time, so nothing else creates this key meanwhile.
-        let workload = Workload::start(
+        let workload = Workload::start_with(
             &self.inner.layout,
             runsc.as_ref(),
             key.clone(),
             launch,
             self.notifier(),
+            self.inner.quiesce.get().cloned(),
         )
         .map_err(|e| platform_error(what(), e))?;
         let mut state = lock(&self.inner.state);
@@ -346,6 +361,12 @@ impl LocalPlatform {
     /// Starts stopping a sandbox's workload, if it runs; the driver uses this for a sandbox
     /// being deleted.
     pub fn stop_workload(&self, key: &ObjectKey) {
+        self.stop_workload_by(key, false);
+    }
+
+    /// Starts stopping a sandbox's workload, by checkpoint when `checkpoint` (a suspend with
+    /// `strategy: Checkpoint`).
+    fn stop_workload_by(&self, key: &ObjectKey, checkpoint: bool) {
         let mut state = lock(&self.inner.state);
         if let Some(entry) = state.workloads.get_mut(key)
             && !entry.stopping
@@ -353,8 +374,13 @@ impl LocalPlatform {
             // The supervisor stops it in the background and notifies when it is gone, so a
             // long grace period never holds a reconcile.
             entry.stopping = true;
-            entry.workload.begin_stop();
-            tracing::info!(sandbox.key = %key, "workload stopping");
+            if checkpoint {
+                entry.workload.begin_checkpoint();
+                tracing::info!(sandbox.key = %key, "workload suspending by checkpoint");
+            } else {
+                entry.workload.begin_stop();
+                tracing::info!(sandbox.key = %key, "workload stopping");
+            }
         }
     }
 }
@@ -374,7 +400,9 @@ impl Platform for LocalPlatform {
             }
             Action::CreateWorkload(spec) => self.create_workload(sandbox, spec),
             Action::DeleteWorkload { .. } => {
-                self.stop_workload(&key);
+                let suspending =
+                    sandbox.spec.effective_operating_mode() == OperatingMode::Suspended;
+                self.stop_workload_by(&key, suspending && checkpoints(sandbox));
                 Ok(())
             }
             Action::AdoptWorkload { name } => Err(PlatformError::Unsupported {
@@ -395,6 +423,31 @@ impl Platform for LocalPlatform {
     }
 }
 
+impl Snapshotter for LocalPlatform {
+    fn provider(&self, sandbox: &Sandbox) -> &'static str {
+        match LaunchSpec::from_sandbox(sandbox).map(|l| l.runtime) {
+            Ok(super::RuntimeKind::Gvisor) => "local-gvisor",
+            _ => "local-process",
+        }
+    }
+
+    fn capabilities(&self, sandbox: &Sandbox) -> Capabilities {
+        Capabilities {
+            memory: self.provider(sandbox) == "local-gvisor",
+            volumes: true,
+        }
+    }
+}
+
+/// Whether the sandbox suspends by checkpoint.
+fn checkpoints(sandbox: &Sandbox) -> bool {
+    sandbox
+        .spec
+        .suspension
+        .as_ref()
+        .is_some_and(|s| s.strategy == SuspensionStrategy::Checkpoint)
+}
+
 fn observed_workload(entry: &Entry) -> sandbox::Workload {
     let status = entry.workload.status();
     let phase = match status.phase {
@@ -412,7 +465,7 @@ fn observed_workload(entry: &Entry) -> sandbox::Workload {
         phase,
         ready: status.ready && running && !entry.stopping,
         ips: if running {
-            vec![LOOPBACK.to_owned()]
+            vec![status.ports.host.to_string()]
         } else {
             Vec::new()
         },

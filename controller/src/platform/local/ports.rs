@@ -18,6 +18,8 @@ use super::spec::PortSpec;
 /// Where a workload listens: `PORT` and the host port of each declared container port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortMap {
+    /// The address the workload is reached at: loopback, or its network namespace's address.
+    pub host: Ipv4Addr,
     /// The port passed as `PORT` (the first declared port's host port).
     pub default_port: u16,
     /// `(containerPort, host port)` for each declared port, in declaration order.
@@ -56,7 +58,30 @@ impl Drop for PortLease {
     }
 }
 
+impl PortLease {
+    /// A lease of no port: for a workload in its own network namespace, whose ports are its
+    /// own.
+    pub fn none() -> Self {
+        Self { ports: Vec::new() }
+    }
+}
+
 impl PortMap {
+    /// The ports of a workload in its own network namespace at `host`: each container port
+    /// as itself (nothing else listens there), `PORT` the first one or 8080. They stay the
+    /// same across restarts, so a restored checkpoint listens where it is dialled.
+    pub fn own(host: Ipv4Addr, ports: &[PortSpec]) -> Self {
+        let mapped: Vec<(u16, u16)> = ports
+            .iter()
+            .map(|p| (p.container_port, p.container_port))
+            .collect();
+        Self {
+            host,
+            default_port: mapped.first().map_or(8080, |(_, p)| *p),
+            mapped,
+        }
+    }
+
     /// Reserves a free loopback port for each declared port (one for `PORT` if none is), none
     /// of them leased to another workload; the lease keeps them until dropped.
     pub fn allocate(ports: &[PortSpec]) -> Result<(Self, PortLease)> {
@@ -76,6 +101,7 @@ impl PortMap {
         drop(held);
         Ok((
             Self {
+                host: Ipv4Addr::LOCALHOST,
                 default_port,
                 mapped,
             },
@@ -100,9 +126,9 @@ impl PortMap {
             .unwrap_or(self.default_port)
     }
 
-    /// The loopback address of a container port; `None` asks for `PORT`.
+    /// The address of a container port; `None` asks for `PORT`.
     pub fn addr(&self, container_port: Option<u16>) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.host_port(container_port)))
+        SocketAddr::from((self.host, self.host_port(container_port)))
     }
 }
 

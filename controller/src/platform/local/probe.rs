@@ -201,6 +201,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let ports = PortMap {
+            host: std::net::Ipv4Addr::LOCALHOST,
             default_port: port,
             mapped: vec![(8080, port)],
         };

@@ -111,6 +111,9 @@ pub struct LaunchSpec {
     pub grace: Duration,
     /// The root filesystem directory from `image: dir:///path` (gvisor only).
     pub rootfs: Option<PathBuf>,
+    /// Suspend by checkpoint (`spec.suspension.strategy: Checkpoint`): a gvisor workload then
+    /// runs in a network namespace of its own, which runsc can checkpoint.
+    pub checkpoint: bool,
 }
 
 impl LaunchSpec {
@@ -147,6 +150,7 @@ impl LaunchSpec {
             restart_policy: restart_policy(pod)?,
             grace: grace(pod.termination_grace_period_seconds),
             rootfs,
+            checkpoint: false,
         })
     }
 }

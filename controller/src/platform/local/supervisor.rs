@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rouse_shared::store::ObjectKey;
@@ -15,14 +16,17 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::checkpoint;
 use super::error::Result;
 use super::gvisor::Runsc;
 use super::launch::{Launch, describe, log_line, signal_group, terminate_group};
 use super::layout::{Layout, ensure_dir};
+use super::netns::Netns;
 use super::pidfile;
 use super::ports::{PortLease, PortMap};
 use super::process;
 use super::spec::{LaunchSpec, RuntimeKind};
+use crate::snapshot::Quiesce;
 
 /// The first restart delay.
 const BACKOFF_START: Duration = Duration::from_millis(250);
@@ -71,6 +75,8 @@ pub struct WorkloadStatus {
 pub struct Workload {
     status: watch::Receiver<WorkloadStatus>,
     stop: CancellationToken,
+    /// Set before `stop` when the stop is a checkpoint suspend.
+    checkpoint: Arc<AtomicBool>,
     task: JoinHandle<()>,
 }
 
@@ -107,16 +113,40 @@ impl Workload {
         spec: LaunchSpec,
         notify: Notify,
     ) -> Result<Self> {
+        Self::start_with(layout, runsc, key, spec, notify, None)
+    }
+
+    /// [`Workload::start`] with the data plane's quiesce hook, which a checkpoint suspend
+    /// calls before saving the sandbox.
+    pub fn start_with(
+        layout: &Layout,
+        runsc: Option<&Runsc>,
+        key: ObjectKey,
+        spec: LaunchSpec,
+        notify: Notify,
+        quiesce: Option<Arc<dyn Quiesce>>,
+    ) -> Result<Self> {
         for volume in &spec.volumes {
             ensure_dir(&layout.volume_dir(&key, &volume.name))?;
         }
-        let (ports, lease) = PortMap::allocate(&spec.ports)?;
+        let (mut ports, mut lease) = PortMap::allocate(&spec.ports)?;
         let runner = match spec.runtime {
             RuntimeKind::Process => Runner::Process,
-            RuntimeKind::Gvisor => Runner::Gvisor(match runsc {
-                Some(runsc) => runsc.clone(),
-                None => Runsc::locate(std::path::Path::new("runsc"), layout)?,
-            }),
+            RuntimeKind::Gvisor => {
+                let runsc = match runsc {
+                    Some(runsc) => runsc.clone(),
+                    None => Runsc::locate(std::path::Path::new("runsc"), layout)?,
+                };
+                if spec.checkpoint {
+                    // Checkpointable: its own network namespace, dialled at its address.
+                    let netns = Netns::ensure(layout, &key)?;
+                    ports = PortMap::own(netns.sandbox_ip(), &spec.ports);
+                    lease = PortLease::none();
+                    Runner::Gvisor(runsc.in_netns(netns.path()))
+                } else {
+                    Runner::Gvisor(runsc)
+                }
+            }
         };
         let launch = runner.prepare(layout, &key, &spec, &ports)?;
         let (status_tx, status) = watch::channel(WorkloadStatus {
@@ -128,6 +158,7 @@ impl Workload {
             message: None,
         });
         let stop = CancellationToken::new();
+        let checkpoint = Arc::new(AtomicBool::new(false));
         let span =
             tracing::info_span!("workload", sandbox.key = %key, runtime = spec.runtime.as_str());
         let supervisor = Supervisor {
@@ -142,10 +173,17 @@ impl Workload {
             runner,
             status: status_tx,
             stop: stop.clone(),
+            checkpoint: Arc::clone(&checkpoint),
+            quiesce,
             notify,
         };
         let task = tokio::spawn(supervisor.run().instrument(span));
-        Ok(Self { status, stop, task })
+        Ok(Self {
+            status,
+            stop,
+            checkpoint,
+            task,
+        })
     }
 
     /// The current state.
@@ -161,6 +199,14 @@ impl Workload {
     /// Starts stopping the workload (SIGTERM, SIGKILL after the grace period) without waiting;
     /// the status turns [`WorkloadPhase::Stopped`] when it is gone.
     pub fn begin_stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Starts stopping the workload by checkpoint where its runtime can (a gVisor sandbox in
+    /// its own network namespace), else the plain way; either way the outcome is recorded for
+    /// the `Checkpointed` condition.
+    pub fn begin_checkpoint(&self) {
+        self.checkpoint.store(true, Ordering::Release);
         self.stop.cancel();
     }
 
@@ -193,6 +239,8 @@ struct Supervisor {
     pid_file: PathBuf,
     status: watch::Sender<WorkloadStatus>,
     stop: CancellationToken,
+    checkpoint: Arc<AtomicBool>,
+    quiesce: Option<Arc<dyn Quiesce>>,
     notify: Notify,
 }
 
@@ -233,7 +281,8 @@ impl Supervisor {
             if started.elapsed() >= BACKOFF_RESET {
                 backoff = BACKOFF_START;
             }
-            if !succeeded && !self.ports.all_free() {
+            // Only loopback ports can be taken by other programs.
+            if !succeeded && self.ports.host.is_loopback() && !self.ports.all_free() {
                 self.move_ports();
             }
             tracing::info!(workload.exit = %message, workload.backoff_ms = backoff.as_millis() as u64, "workload exited; restarting");
@@ -258,16 +307,32 @@ impl Supervisor {
 
     /// Starts the workload once and waits for its exit or a stop.
     async fn run_once(&self) -> RunEnd {
+        let mut launch = None;
         if let Runner::Gvisor(runsc) = &self.runner {
             // A container of the same id may be left from a crash or an earlier run.
             runsc.delete(&self.key).await;
+            if runsc.netns().is_some() {
+                // runsc took the address into gVisor's stack last time: put it back.
+                if let Err(error) = Netns::ensure(&self.layout, &self.key) {
+                    let message = error.to_string();
+                    log_line(&self.log, &message);
+                    return RunEnd::Exited {
+                        succeeded: false,
+                        message,
+                    };
+                }
+                launch = checkpoint::pending_image(&self.layout, &self.key)
+                    .map(|image| runsc.launch(&self.layout, &self.key, Some(&image)));
+            }
         }
+        let restoring = AtomicBool::new(launch.is_some());
+        let launch = launch.as_ref().unwrap_or(&self.launch);
         metrics::counter!("rouse_controller_workload_starts_total", "runtime" => self.spec.runtime.as_str())
             .increment(1);
-        let mut child = match self.launch.spawn(&self.log, self.layout.data()) {
+        let mut child = match launch.spawn(&self.log, self.layout.data()) {
             Ok(child) => child,
             Err(error) => {
-                let message = format!("starting {}: {error}", self.launch.program.display());
+                let message = format!("starting {}: {error}", launch.program.display());
                 log_line(&self.log, &message);
                 tracing::warn!(%error, "workload could not start");
                 return RunEnd::Exited {
@@ -280,9 +345,14 @@ impl Supervisor {
         if let Some(pgid) = pgid {
             pidfile::write(&self.pid_file, pgid);
         }
+        let verb = if restoring.load(Ordering::Acquire) {
+            "restoring from checkpoint"
+        } else {
+            "started"
+        };
         log_line(
             &self.log,
-            &format!("started pid {}", pgid.unwrap_or_default()),
+            &format!("{verb} pid {}", pgid.unwrap_or_default()),
         );
         tracing::info!(workload.pgid = pgid, "workload started");
         self.publish(|s| {
@@ -293,6 +363,9 @@ impl Supervisor {
         });
         let readiness = self.spec.readiness.run(&self.ports, |ready| {
             tracing::debug!(workload.ready = ready, "readiness changed");
+            if ready && restoring.swap(false, Ordering::AcqRel) {
+                checkpoint::restored(&self.layout, &self.key);
+            }
             self.publish(|s| s.ready = ready);
         });
         let end = tokio::select! {
@@ -300,6 +373,9 @@ impl Supervisor {
                 let status = status.ok();
                 self.after_exit(pgid).await;
                 let message = status.as_ref().map_or_else(|| "lost track of the process".to_owned(), describe);
+                if restoring.load(Ordering::Acquire) {
+                    checkpoint::restore_failed(&self.layout, &self.key, &message);
+                }
                 RunEnd::Exited { succeeded: status.is_some_and(|s: ExitStatus| s.success()), message }
             }
             never = readiness => match never {},
@@ -324,7 +400,8 @@ impl Supervisor {
     /// Another program took one of the ports (the workload could not bind it): restarting on
     /// the same ports would fail forever, so the next run gets new ones.
     fn move_ports(&mut self) {
-        let moved = PortMap::allocate(&self.spec.ports).and_then(|(ports, lease)| {
+        let moved = PortMap::allocate(&self.spec.ports).and_then(|(mut ports, lease)| {
+            ports.host = self.ports.host;
             let launch = self
                 .runner
                 .prepare(&self.layout, &self.key, &self.spec, &ports)?;
@@ -367,6 +444,33 @@ impl Supervisor {
     }
 
     async fn terminate(&self, child: &mut Child) -> Option<ExitStatus> {
+        if self.checkpoint.load(Ordering::Acquire) {
+            match &self.runner {
+                Runner::Gvisor(runsc) if runsc.netns().is_some() => {
+                    if let Ok(status) = checkpoint::suspend(
+                        runsc,
+                        &self.layout,
+                        &self.key,
+                        self.quiesce.as_ref(),
+                        child,
+                    )
+                    .await
+                    {
+                        return status;
+                    }
+                }
+                Runner::Gvisor(_) => checkpoint::unsupported(
+                    &self.layout,
+                    &self.key,
+                    "the gvisor workload was started without its own network namespace",
+                ),
+                Runner::Process => checkpoint::unsupported(
+                    &self.layout,
+                    &self.key,
+                    "the process runtime cannot keep memory",
+                ),
+            }
+        }
         match &self.runner {
             Runner::Process => terminate_group(child, self.spec.grace).await,
             Runner::Gvisor(runsc) => runsc.terminate(&self.key, child, self.spec.grace).await,

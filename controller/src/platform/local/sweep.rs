@@ -64,6 +64,7 @@ pub fn remove_dirs(layout: &Layout, key: &ObjectKey) {
             .join(&key.name),
         layout.scratch_dir(key),
         layout.bundle_dir(key),
+        layout.checkpoint_dir(key),
     ] {
         if let Err(error) = std::fs::remove_dir_all(&dir)
             && error.kind() != std::io::ErrorKind::NotFound
@@ -71,6 +72,7 @@ pub fn remove_dirs(layout: &Layout, key: &ObjectKey) {
             tracing::warn!(sandbox.key = %key, path = %dir.display(), %error, "removing a deleted sandbox's directory failed");
         }
     }
+    super::netns::Netns::remove(layout, key);
     // Last: a crash before this leaves the record, and the next claim of another UID wipes.
     let _ = std::fs::remove_file(owner_file(layout, key));
 }

@@ -197,6 +197,7 @@ fn rouse_variables_win_and_env_values_expand() {
     });
     let spec = LaunchSpec::from_pod(&pod).expect("valid");
     let ports = PortMap {
+        host: std::net::Ipv4Addr::LOCALHOST,
         default_port: 4000,
         mapped: vec![(8080, 4000)],
     };

@@ -1,0 +1,207 @@
+//! End-to-end tests of suspend by checkpoint (`spec.suspension.strategy: Checkpoint`) with
+//! the gvisor runtime, through `rouse up`'s proxy:
+//!
+//! - `a_checkpointed_sandbox_keeps_its_memory_across_suspend_wake_and_restart`: a counter held
+//!   in the workload's memory goes on counting after a suspend and a wake, also after a
+//!   restart of `rouse up`; the proxy's pooled upstream connection to it is open when the
+//!   suspend starts (the reset path).
+//! - `a_request_during_a_checkpoint_suspend_is_served_after_restore`: requests sent while the
+//!   checkpoint is being taken are held and served by the restored workload.
+//!
+//! They need runsc and root (network namespaces); under `CI` their absence fails the test.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Options, Rouse, condition, sandbox};
+
+/// An HTTP/1.1 (keep-alive) server on `BIND` whose answer counts the requests it served: the
+/// count lives only in memory. Keep-alive matters: a server that closes first leaves its side
+/// of the connection in TIME_WAIT, which runsc cannot checkpoint. A gvisor sandbox with its own
+/// network namespace listens on every address of it; a host process on loopback only.
+const COUNTER: &str = r#"exec python3 -c '
+import http.server, os
+n = [0]
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        n[0] += 1
+        body = str(n[0]).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer((os.environ["BIND"], int(os.environ["PORT"])), H).serve_forever()
+'"#;
+
+/// Whether these tests can run: runsc installed and root; under CI a missing one fails.
+fn checkpoint_available() -> bool {
+    let runsc = std::process::Command::new("runsc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let root = nix::unistd::geteuid().is_root();
+    if !(runsc && root) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the checkpoint tests: runsc installed: {runsc}, root: {root}"
+        );
+        eprintln!("skipping the checkpoint test: needs runsc and root");
+    }
+    runsc && root
+}
+
+/// `COUNTER` listening on `bind`.
+fn counter_script(bind: &str) -> String {
+    format!("BIND={bind} {COUNTER}")
+}
+
+fn counter(name: &str) -> Value {
+    sandbox(
+        name,
+        &counter_script("0.0.0.0"),
+        json!({
+            "suspension": {"strategy": "Checkpoint"},
+            "podTemplate": {"spec": {"runtimeClassName": "gvisor"}},
+        }),
+    )
+}
+
+/// The count the sandbox answers with.
+async fn count(rouse: &Rouse, name: &str) -> u64 {
+    match rouse.get(name, "/").await {
+        Ok((200, body)) => body
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| rouse.fail(&format!("not a count: {body:?}"))),
+        other => rouse.fail(&format!(
+            "GET through the proxy: {other:?}; workload log:\n{}",
+            rouse.log(name)
+        )),
+    }
+}
+
+async fn set_mode(rouse: &Rouse, name: &str, mode: &str) {
+    let path = format!("/v1/namespaces/default/sandboxes/{name}");
+    let patch = json!({"spec": {"operatingMode": mode}});
+    let (code, body) = rouse.api("PATCH", &path, Some(&patch)).await;
+    assert_eq!(code, 200, "{body}");
+}
+
+/// Deletes the sandbox and waits until it is gone, which removes its network namespace.
+async fn delete(rouse: &Rouse, name: &str) {
+    let path = format!("/v1/namespaces/default/sandboxes/{name}");
+    let (code, body) = rouse.api("DELETE", &path, None).await;
+    assert!(code == 200 || code == 202, "delete answered {code}: {body}");
+    rouse.wait_for(name, "deleted", |s| s.is_none()).await;
+}
+
+/// Suspends and waits until the checkpoint is recorded.
+async fn suspend(rouse: &Rouse, name: &str) -> Value {
+    set_mode(rouse, name, "Suspended").await;
+    rouse.wait_condition(name, "Suspended", "True", None).await;
+    let sandbox = rouse
+        .wait_for(name, "checkpointed", |s| {
+            s.and_then(|s| condition(s, "Checkpointed")).is_some()
+        })
+        .await
+        .expect("exists");
+    let checkpointed = condition(&sandbox, "Checkpointed").expect("waited for");
+    assert_eq!(
+        checkpointed["status"], "True",
+        "the checkpoint kept the memory: {checkpointed}"
+    );
+    assert_eq!(checkpointed["reason"], "MemoryKept", "{checkpointed}");
+    sandbox
+}
+
+#[tokio::test]
+async fn a_checkpointed_sandbox_keeps_its_memory_across_suspend_wake_and_restart() {
+    if !checkpoint_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rouse = Rouse::start(dir.path(), &Options::default());
+    rouse.create(&counter("memo")).await;
+    rouse.wait_condition("memo", "Ready", "True", None).await;
+    assert_eq!(count(&rouse, "memo").await, 1);
+    // The proxy now pools a keep-alive connection to the sandbox: the suspend resets it.
+    assert_eq!(count(&rouse, "memo").await, 2);
+    suspend(&rouse, "memo").await;
+    // A request wakes it: restored, not started fresh.
+    assert_eq!(count(&rouse, "memo").await, 3);
+    assert!(
+        rouse.log("memo").contains("restoring from checkpoint"),
+        "{}",
+        rouse.log("memo")
+    );
+    assert_eq!(count(&rouse, "memo").await, 4);
+
+    // Suspended by checkpoint, `rouse up` restarts; the image is on disk and is restored.
+    suspend(&rouse, "memo").await;
+    assert!(rouse.stop(), "rouse up stops");
+    drop(rouse);
+    let rouse = Rouse::start(dir.path(), &Options::default());
+    assert_eq!(count(&rouse, "memo").await, 5);
+    delete(&rouse, "memo").await;
+}
+
+#[tokio::test]
+async fn a_request_during_a_checkpoint_suspend_is_served_after_restore() {
+    if !checkpoint_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rouse = Rouse::start(dir.path(), &Options::default());
+    rouse.create(&counter("held")).await;
+    rouse.wait_condition("held", "Ready", "True", None).await;
+    assert_eq!(count(&rouse, "held").await, 1);
+    set_mode(&rouse, "held", "Suspended").await;
+    // Sent while the proxy resets and holds the sandbox's connections and runsc saves it:
+    // each is held, wakes it, and is answered by the restored workload.
+    let (a, b) = tokio::join!(count(&rouse, "held"), count(&rouse, "held"));
+    let mut got = [a, b];
+    got.sort_unstable();
+    assert_eq!(got, [2, 3], "both served by the same memory");
+    assert!(
+        rouse.log("held").contains("restoring from checkpoint"),
+        "{}",
+        rouse.log("held")
+    );
+    delete(&rouse, "held").await;
+}
+
+#[tokio::test]
+async fn the_process_runtime_falls_back_to_stop_and_says_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rouse = Rouse::start(dir.path(), &Options::default());
+    let spec = json!({"suspension": {"strategy": "Checkpoint"}});
+    rouse
+        .create(&sandbox("plain", &counter_script("127.0.0.1"), spec))
+        .await;
+    rouse.wait_condition("plain", "Ready", "True", None).await;
+    assert_eq!(count(&rouse, "plain").await, 1);
+    set_mode(&rouse, "plain", "Suspended").await;
+    rouse
+        .wait_condition("plain", "Suspended", "True", None)
+        .await;
+    let sandbox = rouse
+        .wait_condition(
+            "plain",
+            "Checkpointed",
+            "False",
+            Some("CheckpointUnsupported"),
+        )
+        .await;
+    let message = condition(&sandbox, "Checkpointed").expect("waited for")["message"].clone();
+    assert!(
+        message
+            .as_str()
+            .is_some_and(|m| m.contains("cannot keep memory")),
+        "{message}"
+    );
+    // Woken by a request: a fresh start, volumes kept.
+    assert_eq!(count(&rouse, "plain").await, 1);
+}
