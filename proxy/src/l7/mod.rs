@@ -5,6 +5,7 @@ pub(crate) mod body;
 pub(crate) mod client;
 pub mod headers;
 mod response;
+mod router_headers;
 mod service;
 mod upgrade;
 

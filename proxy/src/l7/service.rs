@@ -13,6 +13,7 @@ use hyper::body::Incoming;
 
 use super::body::{CountingBody, Direction};
 use super::headers::{self, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
+use super::router_headers::{self, RequestBound};
 use super::{ProxyBody, Scheme, client, response, upgrade};
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
@@ -63,6 +64,12 @@ async fn proxy(
     router.check_rate(peer.ip())?;
     let host = request_host(&req)?;
     let target = target_of(router, req.headers(), &host)?;
+    let bound = router
+        .config()
+        .routing
+        .upstream_headers
+        .then(|| RequestBound::of(req.headers()))
+        .flatten();
     router.wait_synced().await;
     let guard =
         router
@@ -100,7 +107,10 @@ async fn proxy(
         Direction::ToUpstream,
     );
     let upstream_req = Request::from_parts(parts, body);
-    let mut upstream_resp = match (router.l7_client().request(upstream_req).await, replay) {
+    let first =
+        router_headers::bounded(&target.key, bound, router.l7_client().request(upstream_req))
+            .await?;
+    let mut upstream_resp = match (first, replay) {
         (Ok(resp), _) => resp,
         (Err(err), Some((method, headers))) if connection_lost(&err) => {
             // The workload went away under the request (a suspend the proxy had not seen yet):
@@ -118,10 +128,8 @@ async fn proxy(
             *again.headers_mut() = headers;
             *again.uri_mut() = client::target_uri(&target, epoch, &path)
                 .map_err(|err| ProxyError::BadRequest(format!("request target: {err}")))?;
-            router
-                .l7_client()
-                .request(again)
-                .await
+            router_headers::bounded(&target.key, bound, router.l7_client().request(again))
+                .await?
                 .map_err(|err| classify(&target.key, &err))?
         }
         (Err(err), _) => return Err(classify(&target.key, &err)),
