@@ -3,6 +3,7 @@
 
 pub(crate) mod body;
 pub(crate) mod client;
+mod h2_upstream;
 pub mod headers;
 mod response;
 mod router_headers;
