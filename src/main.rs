@@ -39,6 +39,8 @@ enum Command {
     Logs(cmd::logs::Args),
     /// Run standalone mode: store, sandboxes, proxy and REST API in one process.
     Up(cmd::up::Args),
+    /// Print the kubeconfig `rouse up` wrote (for kubectl and Kubernetes clients).
+    Kubeconfig(cmd::kubeconfig::Args),
     /// Run the wake-on-connect proxy from a config file, or check one.
     Proxy(cmd::proxy::Args),
 }
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Logs(args) => (cmd::logs::run(&args), 1),
         Command::Proxy(args) => (cmd::proxy::run(&args), 2),
         Command::Up(args) => (cmd::up::run(&args), 1),
+        Command::Kubeconfig(args) => (cmd::kubeconfig::run(&args), 1),
         Command::Controller(args) => (cmd::controller::run(&args), 1),
     };
     match result {

@@ -753,33 +753,36 @@ async fn restart_in_the_middle_of_binding() {
     }
     // The pool's status can still show the 3 members it had before the restart while it
     // replaces the two that were claimed: wait for the sandboxes themselves, not the status.
-    wait_for("3 ready members and the 2 claimed, nothing more", || async {
-        let all = Store::<Sandbox>::list(&store, &ListParams::namespace(NS))
-            .await
-            .expect("list");
-        let live: Vec<&Sandbox> = all
-            .items
-            .iter()
-            .filter(|s| s.metadata.deletion_timestamp.is_none())
-            .collect();
-        let ready_members = live
-            .iter()
-            .filter(|s| s.labels().contains_key(WARM_POOL_SANDBOX))
-            .filter(|s| {
-                is_ready(
-                    &s.status
-                        .as_ref()
-                        .map(|st| st.conditions.clone())
-                        .unwrap_or_default(),
-                )
-            })
-            .count();
-        if ready_members == 3 && live.len() == 5 {
-            Ok(())
-        } else {
-            Err((ready_members, live.len()))
-        }
-    })
+    wait_for(
+        "3 ready members and the 2 claimed, nothing more",
+        || async {
+            let all = Store::<Sandbox>::list(&store, &ListParams::namespace(NS))
+                .await
+                .expect("list");
+            let live: Vec<&Sandbox> = all
+                .items
+                .iter()
+                .filter(|s| s.metadata.deletion_timestamp.is_none())
+                .collect();
+            let ready_members = live
+                .iter()
+                .filter(|s| s.labels().contains_key(WARM_POOL_SANDBOX))
+                .filter(|s| {
+                    is_ready(
+                        &s.status
+                            .as_ref()
+                            .map(|st| st.conditions.clone())
+                            .unwrap_or_default(),
+                    )
+                })
+                .count();
+            if ready_members == 3 && live.len() == 5 {
+                Ok(())
+            } else {
+                Err((ready_members, live.len()))
+            }
+        },
+    )
     .await;
     pool_ready(&store, "runners", 3).await;
     let all = Store::<Sandbox>::list(&store, &ListParams::namespace(NS))

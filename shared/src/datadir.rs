@@ -23,6 +23,17 @@ pub fn token_file(data_dir: &Path) -> PathBuf {
     data_dir.join("token")
 }
 
+/// `{data}/kubeconfig`: a kubeconfig for the REST API (server, CA, token; mode 0600), written
+/// by `rouse up` and read by the CLI.
+pub fn kubeconfig_file(data_dir: &Path) -> PathBuf {
+    data_dir.join("kubeconfig")
+}
+
+/// `{data}/tls/`: the REST API's CA (`ca.crt`, `ca.key`) made on first start.
+pub fn tls_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("tls")
+}
+
 /// `{data}/logs/{namespace}/{sandbox}.log`: the output of a sandbox's workload.
 pub fn log_file(data_dir: &Path, namespace: &str, sandbox: &str) -> PathBuf {
     data_dir

@@ -9,28 +9,28 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client as Http;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use rouse_controller::api::Kind;
 use serde_json::Value;
 
 /// Where the API is and how to authenticate, shared by every API command.
+///
+/// Without `--server`, the kubeconfig `rouse up` wrote into the data directory says where the
+/// API is, which CA to trust and the token; without that file, `https://127.0.0.1:7070` with the
+/// data directory's CA and token.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Connection {
-    /// Address of the Rouse REST API.
-    #[arg(
-        long,
-        env = "ROUSE_SERVER",
-        default_value = "http://127.0.0.1:7070",
-        global = true
-    )]
-    server: String,
-    /// Bearer token; by default read from `{data dir}/token`.
+    /// Address of the Rouse REST API (`https://HOST:PORT` or `http://HOST:PORT`); default: the
+    /// server in `{data dir}/kubeconfig`, else `https://127.0.0.1:7070`.
+    #[arg(long, env = "ROUSE_SERVER", global = true)]
+    server: Option<String>,
+    /// Bearer token; by default the kubeconfig's, else read from `{data dir}/token`.
     #[arg(long, env = "ROUSE_TOKEN", hide_env_values = true, global = true)]
     token: Option<String>,
-    /// Data directory of `rouse up`, where the token is (default `$XDG_DATA_HOME/rouse` or
-    /// `~/.local/share/rouse`).
+    /// Data directory of `rouse up`, where the kubeconfig, CA and token are (default
+    /// `$XDG_DATA_HOME/rouse` or `~/.local/share/rouse`).
     #[arg(long, env = "ROUSE_DATA_DIR", value_name = "DIR", global = true)]
     data_dir: Option<PathBuf>,
     /// How long one request may take before it is abandoned.
@@ -64,47 +64,85 @@ pub struct Client {
     /// Where a token was looked for, when none was found: said with a 401.
     token_hint: Option<String>,
     timeout: Duration,
-    http: Http<HttpConnector, Full<Bytes>>,
+    http: Http<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
+/// The server when neither `--server` nor a kubeconfig says otherwise.
+const DEFAULT_SERVER: &str = "https://127.0.0.1:7070";
+
 impl Connection {
-    /// A client for this connection; the token file is read if no token was given.
+    /// A client for this connection: server, CA and token from the flags, the kubeconfig or
+    /// the data directory, in that order.
     pub fn client(&self) -> anyhow::Result<Client> {
-        let base = self.server.trim_end_matches('/').to_owned();
+        let dir = self
+            .data_dir
+            .clone()
+            .or_else(rouse_shared::datadir::default_data_dir);
+        let from_file = match (&self.server, &dir) {
+            (None, Some(dir)) => super::kubeconfig::read(dir)?,
+            _ => None,
+        };
+        let server = match (&self.server, &from_file) {
+            (Some(server), _) => server.clone(),
+            (None, Some(file)) => file.server.clone(),
+            (None, None) => DEFAULT_SERVER.to_owned(),
+        };
+        let base = server.trim_end_matches('/').to_owned();
         let uri: Uri = base
             .parse()
-            .with_context(|| format!("invalid --server {:?}", self.server))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none() {
-            bail!(
-                "invalid --server {:?}: expected http://HOST:PORT (TLS is not supported here)",
-                self.server
-            );
-        }
-        let (token, token_hint) = match &self.token {
-            Some(token) => (Some(token.trim().to_owned()), None),
-            None => self.token_from_file()?,
+            .with_context(|| format!("invalid --server {server:?}"))?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => {
+                bail!("invalid --server {server:?}: expected https://HOST:PORT or http://HOST:PORT")
+            }
         };
+        if uri.host().is_none() {
+            bail!("invalid --server {server:?}: expected https://HOST:PORT or http://HOST:PORT");
+        }
+        let (token, token_hint) = match (&self.token, &from_file) {
+            (Some(token), _) => (Some(token.trim().to_owned()), None),
+            (None, Some(file)) if file.token.is_some() => (file.token.clone(), None),
+            _ => self.token_from_file(dir.as_deref())?,
+        };
+        let ca_pem = match (&from_file, &dir) {
+            (Some(file), _) if file.ca_pem.is_some() => file.ca_pem.clone(),
+            (_, Some(dir)) if https => {
+                let path = rouse_shared::datadir::tls_dir(dir).join("ca.crt");
+                std::fs::read_to_string(&path).ok()
+            }
+            _ => None,
+        };
+        // A plain-http server needs no roots; an https one the CA (else the system's roots).
+        let http =
+            super::kubeconfig::https_client(ca_pem.as_deref().filter(|_| https)).or_else(|e| {
+                if https {
+                    Err(e)
+                } else {
+                    super::kubeconfig::https_client(Some(""))
+                }
+            })?;
         Ok(Client {
             base,
             token,
             token_hint,
             timeout: self.request_timeout,
-            http: Http::builder(TokioExecutor::new()).build_http(),
+            http,
         })
     }
 
     /// The token in the data directory's token file; without one, where it was looked for.
-    fn token_from_file(&self) -> anyhow::Result<(Option<String>, Option<String>)> {
-        let Some(dir) = self
-            .data_dir
-            .clone()
-            .or_else(rouse_shared::datadir::default_data_dir)
-        else {
+    fn token_from_file(
+        &self,
+        dir: Option<&std::path::Path>,
+    ) -> anyhow::Result<(Option<String>, Option<String>)> {
+        let Some(dir) = dir else {
             let hint = "no token: none given with --token or ROUSE_TOKEN, and no data directory \
                         to read one from (--data-dir, ROUSE_DATA_DIR, $XDG_DATA_HOME or $HOME)";
             return Ok((None, Some(hint.to_owned())));
         };
-        let path = rouse_shared::datadir::token_file(&dir);
+        let path = rouse_shared::datadir::token_file(dir);
         let missing = || {
             Some(format!(
                 "no token: none given with --token or ROUSE_TOKEN, and {} has none",

@@ -7,6 +7,7 @@ pub mod controller;
 pub mod crds;
 pub mod delete;
 pub mod get;
+pub mod kubeconfig;
 pub mod logs;
 pub mod mode;
 pub mod proxy;

@@ -92,12 +92,22 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
         }
         Some(token)
     };
-    let mut api_config = ApiConfig::new(token, data_dir);
+    let mut api_config = ApiConfig::new(token.clone(), data_dir);
     api_config.listen = config.api.listen;
+    if config.api.tls {
+        api_config.tls = Some(api::load_or_create_tls(data_dir, &config.api.names)?);
+    }
     let api_listener = tokio::net::TcpListener::bind(api_config.listen)
         .await
         .with_context(|| format!("cannot listen for the api on {}", api_config.listen))?;
     let api_addr = api_listener.local_addr().context("api listener address")?;
+    let api_url = api_url(api_addr, api_config.tls.is_some());
+    let kubeconfig = api::write_kubeconfig(
+        data_dir,
+        &api_url,
+        api_config.tls.as_ref().map(|t| t.ca_pem.as_str()),
+        token.as_deref(),
+    )?;
 
     let params = match &config.proxy.directory.namespace {
         Some(namespace) => rouse_shared::store::ListParams::namespace(namespace.clone()),
@@ -122,7 +132,7 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
         shutdown.clone(),
     ));
 
-    print_banner(data_dir, api_addr, &proxy, args.no_auth);
+    print_banner(data_dir, &api_url, &kubeconfig, &proxy, args.no_auth);
 
     let mut tick = tokio::time::interval(WATCH_INTERVAL);
     let mut seen = args.config.as_deref().and_then(modified);
@@ -198,7 +208,7 @@ impl ActivityView for ProxyActivity {
 }
 
 /// Says what listens where, one `name: address` line each, so people and tests can read it.
-fn print_banner(data_dir: &Path, api_addr: std::net::SocketAddr, proxy: &Proxy, no_auth: bool) {
+fn print_banner(data_dir: &Path, api_url: &str, kubeconfig: &Path, proxy: &Proxy, no_auth: bool) {
     let config = proxy.config();
     let addrs = proxy.addrs();
     println!("rouse is up; data in {}", data_dir.display());
@@ -210,7 +220,8 @@ fn print_banner(data_dir: &Path, api_addr: std::net::SocketAddr, proxy: &Proxy, 
             rouse_shared::datadir::token_file(data_dir).display()
         )
     };
-    println!("api: http://{api_addr} ({auth})");
+    println!("api: {api_url} ({auth})");
+    println!("kubeconfig: {}", kubeconfig.display());
     if let Some(http) = addrs.http {
         let domain = config.routing.domains.first().map_or("", String::as_str);
         println!(
@@ -228,6 +239,18 @@ fn print_banner(data_dir: &Path, api_addr: std::net::SocketAddr, proxy: &Proxy, 
         println!("metrics: http://{admin}/metrics");
     }
     println!("press Ctrl-C to stop");
+}
+
+/// The API's URL as clients on this machine dial it: a wildcard listen address becomes
+/// 127.0.0.1 (which the serving certificate names).
+fn api_url(addr: std::net::SocketAddr, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let addr = if addr.ip().is_unspecified() {
+        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+    } else {
+        addr
+    };
+    format!("{scheme}://{addr}")
 }
 
 fn modified(path: &Path) -> Option<SystemTime> {

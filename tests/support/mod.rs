@@ -39,6 +39,9 @@ pub struct Options {
     pub admin: bool,
     /// More TOML appended to the config file (sections not written by the harness).
     pub config: String,
+    /// Serve the REST API over HTTPS (the default of `rouse up`); the harness's own HTTP
+    /// helpers speak plain HTTP, so tests that use them leave this off.
+    pub tls: bool,
 }
 
 /// A running `rouse up`; stopped with SIGINT when dropped.
@@ -55,6 +58,8 @@ pub struct Rouse {
     pub admin: Option<SocketAddr>,
     /// The bearer token, unless started with `--no-auth`.
     pub token: Option<String>,
+    /// Whether the REST API serves HTTPS.
+    pub tls: bool,
 }
 
 impl Rouse {
@@ -66,9 +71,9 @@ impl Rouse {
         std::fs::write(
             &config,
             format!(
-                "[api]\nlisten = \"127.0.0.1:0\"\n[http]\nlisten = \"127.0.0.1:0\"\n\
+                "[api]\nlisten = \"127.0.0.1:0\"\ntls = {}\n[http]\nlisten = \"127.0.0.1:0\"\n\
                  [admin]\nlisten = \"{admin}\"\n{}",
-                options.config
+                options.tls, options.config
             ),
         )
         .expect("write config");
@@ -114,6 +119,7 @@ impl Rouse {
             proxy: "0.0.0.0:0".parse().expect("placeholder"),
             admin: None,
             token: None,
+            tls: options.tls,
         };
         let until = Instant::now() + DEADLINE;
         let (mut api, mut proxy) = (None, None);
@@ -126,7 +132,9 @@ impl Rouse {
                     "no complete banner from rouse up ({err}); stdout so far: {seen:?}"
                 )),
             };
-            api = api.or_else(|| banner_addr(&line, "api: http://"));
+            api = api
+                .or_else(|| banner_addr(&line, "api: http://"))
+                .or_else(|| banner_addr(&line, "api: https://"));
             proxy = proxy.or_else(|| banner_addr(&line, "proxy: http://"));
             rouse.admin = rouse
                 .admin
@@ -155,6 +163,17 @@ impl Rouse {
             .collect::<Vec<_>>()
             .join("\n");
         panic!("{message}\n--- rouse up stderr (last 80 lines) ---\n{tail}");
+    }
+
+    /// The REST API's URL (`https://` when started with TLS).
+    pub fn api_url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.api)
+    }
+
+    /// The kubeconfig `rouse up` wrote.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.data.join("kubeconfig")
     }
 
     /// The pid of `rouse up` while it runs.
@@ -227,7 +246,7 @@ impl Rouse {
         std::process::Command::new(env!("CARGO_BIN_EXE_rouse"))
             .args(args)
             .arg("--server")
-            .arg(format!("http://{}", self.api))
+            .arg(self.api_url())
             .arg("--data-dir")
             .arg(&self.data)
             .env_remove("ROUSE_TOKEN")

@@ -20,6 +20,9 @@ pub(crate) async fn require_token(
     let Some(expected) = token.as_deref() else {
         return next.run(request).await;
     };
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
     let given = request
         .headers()
         .get(header::AUTHORIZATION)

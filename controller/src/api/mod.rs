@@ -10,7 +10,9 @@
 mod auth;
 mod body;
 mod check;
+mod discovery;
 mod kinds;
+mod kubeconfig;
 mod logs;
 mod merge;
 mod openapi;
@@ -20,6 +22,7 @@ mod status;
 mod target;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod update;
 mod watch;
 
@@ -47,9 +50,11 @@ use tracing::Instrument;
 pub use auth::load_or_create_token;
 pub use kinds::Kind;
 pub(crate) use kinds::dispatch;
+pub use kubeconfig::{KUBECONFIG_CONTEXT, kubeconfig, write_kubeconfig};
 pub use merge::merge_patch;
 pub use selector::{FieldSelector, parse_field_selector, parse_label_selector};
 pub use status::{Failure, Reply, Subject};
+pub use tls::{ApiTls, TlsError, load_or_create_tls};
 
 /// A store holding every kind the API serves.
 pub trait ApiStore:
@@ -152,6 +157,9 @@ pub struct ApiConfig {
     pub body_read_timeout: Duration,
     /// How long shutdown waits for open requests; default 10s.
     pub drain_timeout: Duration,
+    /// Serve HTTPS with this certificate; `None` serves plain HTTP (default, for tests and
+    /// Kubernetes mode behind a TLS-terminating Service).
+    pub tls: Option<ApiTls>,
 }
 
 impl ApiConfig {
@@ -173,6 +181,7 @@ impl ApiConfig {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(10),
+            tls: None,
         }
     }
 }
@@ -207,7 +216,13 @@ impl<S: ApiStore> ApiState<S> {
 pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) -> Router {
     state.shutdown = shutdown;
     let token = Arc::new(state.config.token.clone());
-    let mut api = Router::new().route("/openapi.json", get(openapi::serve));
+    let mut api = Router::new()
+        .route("/openapi.json", get(openapi::serve))
+        .route("/version", get(discovery::version))
+        .route("/api", get(discovery::core_versions))
+        .route("/apis", get(discovery::groups))
+        .route("/apis/{group}", get(discovery::group))
+        .route("/apis/{group}/{version}", get(discovery::resources));
     // The same routes under Rouse's short prefix and under the Kubernetes path of each group
     // and version, so Kubernetes clients given this server's address work unchanged.
     for prefix in ["/v1", "/apis/{group}/{version}"] {
@@ -233,7 +248,6 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
             .route(&format!("{one}/resume"), post(update::resume::<S>))
             .route(&format!("{one}/log"), get(logs::log::<S>));
     }
-    let api = api.layer(middleware::from_fn_with_state(token, auth::require_token));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .merge(api)
@@ -243,6 +257,9 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
         .method_not_allowed_fallback(|request: Request| async move {
             Failure::method_not_allowed(request.method().as_str()).into_response()
         })
+        // Authentication wraps routing, so an unauthenticated client gets 401 for every path
+        // and cannot probe which paths exist.
+        .layer(middleware::from_fn_with_state(token, auth::require_token))
         .layer(middleware::from_fn(count_requests))
         .with_state(state)
 }
@@ -272,8 +289,12 @@ pub async fn serve<S: ApiStore>(
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_read_timeout);
     let slots = Arc::new(Semaphore::new(config.max_connections));
+    let tls = config
+        .tls
+        .as_ref()
+        .map(|tls| tokio_rustls::TlsAcceptor::from(tls.server.clone()));
     let mut connections = JoinSet::new();
-    tracing::info!(api.addr = ?listener.local_addr().ok(), "rest api listening");
+    tracing::info!(api.addr = ?listener.local_addr().ok(), api.tls = tls.is_some(), "rest api listening");
     loop {
         // Reap finished connections so the set stays as small as the open ones.
         while connections.try_join_next().is_some() {}
@@ -300,6 +321,7 @@ pub async fn serve<S: ApiStore>(
         let service = TowerToHyperService::new(app.clone());
         let (builder, shutdown) = (builder.clone(), shutdown.clone());
         let header_timeout = config.header_read_timeout;
+        let tls = tls.clone();
         let span = tracing::debug_span!("api_connection", client.addr = %peer);
         connections.spawn(
             async move {
@@ -312,18 +334,33 @@ pub async fn serve<S: ApiStore>(
                     drop(slot);
                     return;
                 }
-                let connection =
-                    builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                tokio::pin!(connection);
-                let result = tokio::select! {
-                    result = connection.as_mut() => result,
-                    () = shutdown.cancelled() => {
-                        connection.as_mut().graceful_shutdown();
-                        connection.await
+                match tls {
+                    None => serve_connection(&builder, stream, service, &shutdown).await,
+                    Some(acceptor) => {
+                        // The handshake shares the header deadline: a client that stalls in
+                        // it frees its slot as one that sends no headers does.
+                        let handshake =
+                            tokio::time::timeout(header_timeout, acceptor.accept(stream)).await;
+                        match handshake {
+                            Ok(Ok(stream)) => {
+                                serve_connection(&builder, stream, service, &shutdown).await;
+                            }
+                            Ok(Err(e)) => {
+                                metrics::counter!(
+                                    "rouse_controller_api_tls_handshake_errors_total"
+                                )
+                                .increment(1);
+                                tracing::debug!(error = %e, "api tls handshake failed");
+                            }
+                            Err(_) => {
+                                metrics::counter!(
+                                    "rouse_controller_api_tls_handshake_errors_total"
+                                )
+                                .increment(1);
+                                tracing::debug!("api tls handshake timed out");
+                            }
+                        }
                     }
-                };
-                if let Err(e) = result {
-                    tracing::debug!(error = %e, "api connection ended with an error");
                 }
                 drop(slot);
             }
@@ -340,6 +377,29 @@ pub async fn serve<S: ApiStore>(
     }
     connections.shutdown().await;
     Ok(())
+}
+
+/// Serves one connection (plain or TLS) until it ends, draining it gracefully on shutdown.
+async fn serve_connection<I>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    service: TowerToHyperService<Router>,
+    shutdown: &CancellationToken,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        () = shutdown.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "api connection ended with an error");
+    }
 }
 
 /// Waits until the client sent its first byte (or closed), at most `timeout`; false when it

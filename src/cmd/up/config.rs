@@ -29,12 +29,20 @@ pub struct UpConfig {
 pub struct ApiSection {
     /// Address the REST API listens on. Default `127.0.0.1:7070`.
     pub listen: SocketAddr,
+    /// Serve HTTPS with a CA made in `{data}/tls/`. Default true; false serves plain HTTP
+    /// (Kubernetes clients then send no token: use it with `--no-auth` or for tests).
+    pub tls: bool,
+    /// More names (DNS or IP) for the serving certificate besides 127.0.0.1, ::1 and
+    /// localhost. Default none.
+    pub names: Vec<String>,
 }
 
 impl Default for ApiSection {
     fn default() -> Self {
         Self {
             listen: ApiConfig::DEFAULT_LISTEN,
+            tls: true,
+            names: Vec::new(),
         }
     }
 }
@@ -110,6 +118,7 @@ mod tests {
     fn no_file_means_defaults() {
         let config = UpConfig::from_toml("").expect("empty config");
         assert_eq!(config.api.listen, ApiConfig::DEFAULT_LISTEN);
+        assert!(config.api.tls);
         assert_eq!(config.runtime.runsc, PathBuf::from("runsc"));
         assert_eq!(
             config.proxy.http.listen,
