@@ -22,10 +22,17 @@ pub(crate) async fn read_json(
     accepted: &[&str],
 ) -> Result<Value, Failure> {
     let limit = config.max_body_bytes;
+    // As kube-apiserver: a create or replace without Content-Type is JSON (the official
+    // Python client sends none); a patch must say which kind it is.
+    let missing = if accepted == JSON {
+        "application/json"
+    } else {
+        "(none)"
+    };
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .map(|v| v.to_str().unwrap_or("(not text)"))
-        .unwrap_or("(none)");
+        .unwrap_or(missing);
     let essence = content_type
         .split(';')
         .next()

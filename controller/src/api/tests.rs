@@ -447,7 +447,12 @@ async fn bad_requests_get_status_objects() {
         .raw("POST", SANDBOXES, Some("text/plain"), b"{}".to_vec())
         .await;
     assert_status(&text, 415, "UnsupportedMediaType");
+    // No Content-Type: a create reads JSON (as kube-apiserver), a patch must name its kind.
     let none = c.raw("POST", SANDBOXES, None, b"{}".to_vec()).await;
+    assert_ne!(none.0.as_u16(), 415, "{}", none.1);
+    let none = c
+        .raw("PATCH", &format!("{SANDBOXES}/web"), None, b"{}".to_vec())
+        .await;
     assert_status(&none, 415, "UnsupportedMediaType");
     let json_patch = c
         .raw(
