@@ -10,29 +10,35 @@ use super::{ApiConfig, Failure};
 
 /// Content types a create or replace accepts.
 pub(crate) const JSON: &[&str] = &["application/json"];
-/// Content types a patch accepts: a merge patch, or plain JSON read as one.
-pub(crate) const MERGE_PATCH: &[&str] = &["application/merge-patch+json", "application/json"];
+/// Content types a patch accepts: a merge patch (or plain JSON read as one), a JSON patch or
+/// a server-side apply.
+pub(crate) const ANY_PATCH: &[&str] = &[
+    "application/merge-patch+json",
+    "application/json",
+    "application/json-patch+json",
+    "application/apply-patch+yaml",
+];
 
 /// Reads a JSON object body sent as one of `accepted` types, within the config's size and
-/// time limits.
+/// time limits. A body without a `Content-Type` is JSON, as kube-apiserver reads it (the
+/// official Python client sends none on POST and PUT).
 pub(crate) async fn read_json(
     headers: &HeaderMap,
     body: Body,
     config: &ApiConfig,
     accepted: &[&str],
 ) -> Result<Value, Failure> {
-    let limit = config.max_body_bytes;
-    // As kube-apiserver: a create or replace without Content-Type is JSON (the official
-    // Python client sends none); a patch must say which kind it is.
-    let missing = if accepted == JSON {
-        "application/json"
-    } else {
-        "(none)"
+    let (_, bytes) = read_body(headers, body, config, accepted).await?;
+    parse_object(&bytes)
+}
+
+/// The media type of the body (lowercase, without parameters; `application/json` when none
+/// is given), or 415 when it is not one of `accepted`.
+pub(crate) fn media_type(headers: &HeaderMap, accepted: &[&str]) -> Result<String, Failure> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok("application/json".to_owned());
     };
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap_or("(not text)"))
-        .unwrap_or(missing);
+    let content_type = value.to_str().unwrap_or("(not text)");
     let essence = content_type
         .split(';')
         .next()
@@ -42,6 +48,30 @@ pub(crate) async fn read_json(
     if !accepted.contains(&essence.as_str()) {
         return Err(Failure::unsupported_media_type(content_type, accepted));
     }
+    Ok(essence)
+}
+
+/// A JSON object from `bytes`, or 400.
+pub(crate) fn parse_object(bytes: &[u8]) -> Result<Value, Failure> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| Failure::bad_request(format!("the request body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Failure::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+/// The body's media type and bytes, within the config's size and time limits.
+pub(crate) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    config: &ApiConfig,
+    accepted: &[&str],
+) -> Result<(String, axum::body::Bytes), Failure> {
+    let limit = config.max_body_bytes;
+    let essence = media_type(headers, accepted)?;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -66,12 +96,5 @@ pub(crate) async fn read_json(
             )));
         }
     };
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| Failure::bad_request(format!("the request body is not valid JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(Failure::bad_request(
-            "the request body must be a JSON object",
-        ));
-    }
-    Ok(value)
+    Ok((essence, bytes))
 }

@@ -103,7 +103,18 @@ pub(super) fn check_patch_identity(kind: Kind, patch: &Value, ns: &str, name: &s
 pub(super) fn validated<K: StoreObject>(kind: Kind, value: Value) -> Reply<K> {
     let name = object_name(&value);
     let subject = Subject { kind, name: &name };
-    let report = rouse_shared::validate::validate(&value);
+    // managedFields hold field paths (`f:spec`), not fields: the server writes them and the
+    // schema check has nothing to say about them.
+    let report = match value.pointer("/metadata/managedFields") {
+        Some(_) => {
+            let mut checked = value.clone();
+            if let Some(meta) = checked.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("managedFields");
+            }
+            rouse_shared::validate::validate(&checked)
+        }
+        None => rouse_shared::validate::validate(&value),
+    };
     let causes: Vec<(String, String)> = report
         .findings
         .iter()

@@ -7,6 +7,7 @@
 //! the Kubernetes prefix `/apis/{group}/{version}`, so Kubernetes client libraries work too.
 //! Errors are Kubernetes `Status` objects; `docs/rest-api.md` describes every route.
 
+mod apply;
 mod auth;
 mod body;
 mod check;
@@ -16,9 +17,14 @@ mod kubeconfig;
 mod logs;
 mod merge;
 mod openapi;
+mod openapi_v3;
+mod page;
+mod patch;
 mod routes;
+mod scale;
 mod selector;
 mod status;
+mod table;
 mod target;
 #[cfg(test)]
 mod tests;
@@ -219,6 +225,11 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
     let mut api = Router::new()
         .route("/openapi.json", get(openapi::serve))
         .route("/version", get(discovery::version))
+        .route("/openapi/v3", get(openapi_v3::index))
+        .route(
+            "/openapi/v3/apis/{group}/{version}",
+            get(openapi_v3::group_version),
+        )
         .route("/api", get(discovery::core_versions))
         .route("/apis", get(discovery::groups))
         .route("/apis/{group}", get(discovery::group))
@@ -242,7 +253,15 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
             )
             .route(
                 &format!("{one}/status"),
-                get(routes::get_status::<S>).patch(update::patch_status::<S>),
+                get(routes::get_status::<S>)
+                    .put(update::replace_status::<S>)
+                    .patch(update::patch_status::<S>),
+            )
+            .route(
+                &format!("{one}/scale"),
+                get(scale::get::<S>)
+                    .put(scale::update::<S>)
+                    .patch(scale::update::<S>),
             )
             .route(&format!("{one}/suspend"), post(update::suspend::<S>))
             .route(&format!("{one}/resume"), post(update::resume::<S>))

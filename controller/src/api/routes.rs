@@ -63,8 +63,10 @@ pub(super) async fn list<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Collection { kind, namespace }: Collection,
     q: QueryParams,
+    headers: HeaderMap,
 ) -> Reply<Response> {
     let q = query(q)?;
+    let accept = super::table::Accept::from_headers(&headers);
     let selector = parse_label_selector(q.get("labelSelector").map_or("", String::as_str))
         .map_err(|e| Failure::bad_request(format!("invalid labelSelector: {e}")))?;
     let fields = parse_field_selector(q.get("fieldSelector").map_or("", String::as_str))
@@ -89,10 +91,16 @@ pub(super) async fn list<S: ApiStore>(
             resource_version: q.get("resourceVersion").cloned(),
             timeout: number(&q, "timeoutSeconds")?.map(std::time::Duration::from_secs),
             bookmarks: flag(&q, "allowWatchBookmarks")?,
+            initial_events: flag(&q, "sendInitialEvents")?,
+            accept,
         };
         return watch::watch(state, request).await;
     }
-    dispatch!(kind, list_objects(&state, kind, &params, &fields))
+    let paging = super::page::Paging::from_query(&q)?;
+    dispatch!(
+        kind,
+        list_objects(&state, kind, &params, &fields, &paging, &accept)
+    )
 }
 
 async fn list_objects<K: StoreObject, S: Store<K>>(
@@ -100,6 +108,8 @@ async fn list_objects<K: StoreObject, S: Store<K>>(
     kind: Kind,
     params: &ListParams,
     fields: &FieldSelector,
+    paging: &super::page::Paging,
+    accept: &super::table::Accept,
 ) -> Reply<Response> {
     let list = state
         .store
@@ -109,53 +119,66 @@ async fn list_objects<K: StoreObject, S: Store<K>>(
     let items: Vec<&K> = list
         .items
         .iter()
-        .filter(|o| fields.name.as_deref().is_none_or(|n| o.name_any() == n))
+        .filter(|o| fields.matches(o.namespace().as_deref(), &o.name_any()))
         .collect();
-    Ok(Json(json!({
+    let page = super::page::Page::select(&items, &list.resource_version, paging)?;
+    let mut metadata = json!({"resourceVersion": page.resource_version});
+    if let Some(token) = &page.continue_token {
+        metadata["continue"] = json!(token);
+        metadata["remainingItemCount"] = json!(page.remaining);
+    }
+    let value = json!({
         "apiVersion": kind.api_version(),
         "kind": format!("{}List", kind.kind()),
-        "metadata": {"resourceVersion": list.resource_version},
-        "items": items,
-    }))
-    .into_response())
+        "metadata": metadata,
+        "items": page.items,
+    });
+    Ok(super::table::respond(kind, value, accept))
 }
 
 /// `GET .../{name}` and `GET .../{name}/status`: one object.
 pub(super) async fn get<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Named { kind, key }: Named,
+    headers: HeaderMap,
 ) -> Reply<Response> {
-    dispatch!(kind, get_object(&state, kind, &key))
+    let accept = super::table::Accept::from_headers(&headers);
+    dispatch!(kind, get_object(&state, kind, &key, &accept))
 }
 
 /// `GET .../{name}/status`: the object, as Kubernetes returns it for the status subresource.
 pub(super) async fn get_status<S: ApiStore>(
     state: State<ApiState<S>>,
     target: Named,
+    headers: HeaderMap,
 ) -> Reply<Response> {
-    get(state, target).await
+    get(state, target, headers).await
 }
 
 async fn get_object<K: StoreObject, S: Store<K>>(
     state: &ApiState<S>,
     kind: Kind,
     key: &ObjectKey,
+    accept: &super::table::Accept,
 ) -> Reply<Response> {
     let object: K = state
         .store
         .get(key)
         .await
         .map_err(|e| Failure::from_store(kind, &e))?;
-    Ok(Json(object).into_response())
+    let value = serde_json::to_value(&object).map_err(|e| Failure::internal(e.to_string()))?;
+    Ok(super::table::respond(kind, value, accept))
 }
 
 /// `POST /v1/namespaces/{ns}/{plural}`: create.
 pub(super) async fn create<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Collection { kind, namespace }: Collection,
+    q: QueryParams,
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
+    let options = super::patch::Options::from_query(&query(q)?)?;
     let Some(ns) = namespace else {
         return Err(Failure::method_not_allowed("POST"));
     };
@@ -175,15 +198,20 @@ pub(super) async fn create<S: ApiStore>(
         // The status subresource: a create never sets status.
         object.remove("status");
     }
-    dispatch!(kind, create_object(&state, kind, value))
+    dispatch!(kind, create_object(&state, kind, value, options.dry_run))
 }
 
 async fn create_object<K: StoreObject, S: Store<K>>(
     state: &ApiState<S>,
     kind: Kind,
     value: Value,
+    dry_run: bool,
 ) -> Reply<Response> {
     let object: K = validated(kind, value)?;
+    if dry_run {
+        // dryRun=All: what would be created, never stored.
+        return Ok((StatusCode::CREATED, Json(object)).into_response());
+    }
     let created = state
         .store
         .create(&object)
@@ -192,15 +220,32 @@ async fn create_object<K: StoreObject, S: Store<K>>(
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 
-/// `DELETE .../{name}`: delete, with an optional `?propagationPolicy=`.
+/// `DELETE .../{name}`: delete, with `?propagationPolicy=` or a `DeleteOptions` body
+/// (`preconditions`, `propagationPolicy`, `gracePeriodSeconds`, `dryRun`).
 pub(super) async fn delete<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Named { kind, key }: Named,
     q: QueryParams,
+    headers: HeaderMap,
+    body: Body,
 ) -> Reply<Response> {
     let q = query(q)?;
-    let propagation = match q.get("propagationPolicy").map(String::as_str) {
-        None => None,
+    let (_, bytes) = super::body::read_body(&headers, body, &state.config, JSON).await?;
+    let options = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        super::body::parse_object(&bytes)?
+    };
+    let text = |field: &str| -> Option<String> {
+        q.get(field).cloned().or_else(|| {
+            options
+                .get(field)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+    };
+    let propagation = match text("propagationPolicy").as_deref() {
+        None | Some("") => None,
         Some("Background") => Some(Propagation::Background),
         Some("Foreground") => Some(Propagation::Foreground),
         Some("Orphan") => Some(Propagation::Orphan),
@@ -210,11 +255,32 @@ pub(super) async fn delete<S: ApiStore>(
             )));
         }
     };
+    if let Some(grace) = options.get("gracePeriodSeconds")
+        && !grace.is_null()
+        && grace.as_i64().is_none_or(|g| g < 0)
+    {
+        return Err(Failure::bad_request(
+            "gracePeriodSeconds must be a non-negative integer",
+        ));
+    }
+    // Standalone workloads stop on delete at once; a grace period has nothing to wait for.
+    let dry_run = match (q.get("dryRun"), options.get("dryRun")) {
+        (Some(v), _) => v == "All",
+        (None, Some(Value::Array(values))) => values.iter().any(|v| v == "All"),
+        _ => false,
+    };
     let params = DeleteParams {
         propagation,
-        ..DeleteParams::default()
+        uid: options
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        resource_version: options
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     };
-    dispatch!(kind, delete_object(&state, kind, &key, &params))
+    dispatch!(kind, delete_object(&state, kind, &key, &params, dry_run))
 }
 
 async fn delete_object<K: StoreObject, S: Store<K>>(
@@ -222,7 +288,32 @@ async fn delete_object<K: StoreObject, S: Store<K>>(
     kind: Kind,
     key: &ObjectKey,
     params: &DeleteParams,
+    dry_run: bool,
 ) -> Reply<Response> {
+    if dry_run {
+        let object: K = state
+            .store
+            .get(key)
+            .await
+            .map_err(|e| Failure::from_store(kind, &e))?;
+        let uid = object.meta().uid.as_deref();
+        let version = object.meta().resource_version.as_deref();
+        if params.uid.as_deref().is_some_and(|u| Some(u) != uid)
+            || params
+                .resource_version
+                .as_deref()
+                .is_some_and(|v| Some(v) != version)
+        {
+            return Err(Failure::conflict(
+                Subject {
+                    kind,
+                    name: &key.name,
+                },
+                "the preconditions do not match the stored object",
+            ));
+        }
+        return Ok((StatusCode::OK, Json(object)).into_response());
+    }
     let deletion: Deletion<K> = state
         .store
         .delete(key, params)

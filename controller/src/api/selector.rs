@@ -1,4 +1,5 @@
-//! Parsing `?labelSelector=` (Kubernetes selector syntax) and the `metadata.name` form of
+//! Parsing `?labelSelector=` (Kubernetes selector syntax) and the `metadata.name` and
+//! `metadata.namespace` forms of
 //! `?fieldSelector=`.
 
 use std::collections::BTreeSet;
@@ -115,6 +116,19 @@ fn valid_name(s: &str) -> bool {
 pub struct FieldSelector {
     /// `metadata.name=<name>`.
     pub name: Option<String>,
+    /// `metadata.namespace=<namespace>`.
+    pub namespace: Option<String>,
+}
+
+impl FieldSelector {
+    /// Does the object with this namespace and name match?
+    pub fn matches(&self, namespace: Option<&str>, name: &str) -> bool {
+        self.name.as_deref().is_none_or(|n| n == name)
+            && self
+                .namespace
+                .as_deref()
+                .is_none_or(|n| Some(n) == namespace)
+    }
 }
 
 /// Parses `metadata.name=x` (also `==`); other fields are a 400 naming the supported one.
@@ -127,9 +141,10 @@ pub fn parse_field_selector(text: &str) -> Result<FieldSelector, String> {
             .ok_or_else(|| format!("invalid field selector requirement {req:?}"))?;
         match field.trim() {
             "metadata.name" => out.name = Some(value.trim().to_owned()),
+            "metadata.namespace" => out.namespace = Some(value.trim().to_owned()),
             other => {
                 return Err(format!(
-                    "field selector {other:?} is not supported; only metadata.name"
+                    "field selector {other:?} is not supported; only metadata.name and metadata.namespace"
                 ));
             }
         }

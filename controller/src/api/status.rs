@@ -133,6 +133,25 @@ impl Failure {
         Self::new(StatusCode::GONE, "Expired", message)
     }
 
+    /// 422: a patch that cannot be applied (a failed JSON patch `test`, a missing path).
+    pub fn invalid_patch(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
+    }
+
+    /// 409: a server-side apply changes fields other managers own; `causes` are
+    /// `(field, message)` pairs, reported as `FieldManagerConflict` causes.
+    pub fn apply_conflict(message: impl Into<String>, causes: &[(String, String)]) -> Self {
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|(field, message)| {
+                json!({"reason": "FieldManagerConflict", "message": message, "field": field})
+            })
+            .collect();
+        let mut failure = Self::new(StatusCode::CONFLICT, "Conflict", message);
+        failure.details = Some(json!({"causes": causes}));
+        failure
+    }
+
     /// 413: the body is larger than the limit.
     pub fn too_large(limit: usize) -> Self {
         Self::new(

@@ -10,9 +10,10 @@ use axum::response::{IntoResponse, Response};
 use rouse_shared::store::{ObjectKey, Patch, Store, StoreError, StoreObject};
 use serde_json::{Map, Value, json};
 
-use super::body::{JSON, MERGE_PATCH, read_json};
+use super::body::{ANY_PATCH, JSON, parse_object, read_body, read_json};
 use super::check::{check_patch_identity, prepare, resource_version, to_object, validated};
 use super::merge::{diff, merge_patch};
+use super::routes::{QueryParams, query};
 use super::target::Named;
 use super::{ApiState, ApiStore, Failure, Kind, Reply, Subject, dispatch};
 
@@ -96,32 +97,166 @@ fn replaced(current: &Map<String, Value>, desired: &Map<String, Value>) -> Map<S
 pub(super) async fn patch<S: ApiStore>(
     state: State<ApiState<S>>,
     target: Named,
+    q: QueryParams,
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
-    patch_route(state, target, headers, body, Part::Spec).await
+    patch_route(state, target, q, headers, body, Part::Spec).await
 }
 
 /// `PATCH .../{name}/status`: a JSON merge patch of the status.
 pub(super) async fn patch_status<S: ApiStore>(
     state: State<ApiState<S>>,
     target: Named,
+    q: QueryParams,
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
-    patch_route(state, target, headers, body, Part::Status).await
+    patch_route(state, target, q, headers, body, Part::Status).await
+}
+
+/// `PUT .../{name}/status`: replace the status; `metadata.resourceVersion` in the body is a
+/// precondition.
+pub(super) async fn replace_status<S: ApiStore>(
+    State(state): State<ApiState<S>>,
+    Named { kind, key }: Named,
+    q: QueryParams,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply<Response> {
+    let q = query(q)?;
+    let options = super::patch::Options::from_query(&q)?;
+    let value = read_json(&headers, body, &state.config, JSON).await?;
+    check_patch_identity(kind, &value, &key.namespace, &key.name)?;
+    dispatch!(
+        kind,
+        replace_status_object(&state, kind, &key, value, options.dry_run)
+    )
+}
+
+async fn replace_status_object<K: StoreObject, S: Store<K>>(
+    state: &ApiState<S>,
+    kind: Kind,
+    key: &ObjectKey,
+    value: Value,
+    dry_run: bool,
+) -> Reply<Response> {
+    let current: K = state
+        .store
+        .get(key)
+        .await
+        .map_err(|e| Failure::from_store(kind, &e))?;
+    let current = to_object(&current)?;
+    let mut desired = current.clone();
+    match value.get("status") {
+        Some(status) => desired.insert("status".to_owned(), status.clone()),
+        None => desired.remove("status"),
+    };
+    let mut merge = diff(&current, &desired);
+    let version = value
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .map_or_else(|| resource_version(&current), str::to_owned);
+    merge.insert("metadata".to_owned(), json!({"resourceVersion": version}));
+    patch_object::<K, S>(
+        state,
+        kind,
+        key,
+        Value::Object(merge),
+        Part::Status,
+        dry_run,
+    )
+    .await
 }
 
 async fn patch_route<S: ApiStore>(
     State(state): State<ApiState<S>>,
     Named { kind, key }: Named,
+    q: QueryParams,
     headers: HeaderMap,
     body: Body,
     part: Part,
 ) -> Reply<Response> {
-    let patch = read_json(&headers, body, &state.config, MERGE_PATCH).await?;
-    check_patch_identity(kind, &patch, &key.namespace, &key.name)?;
-    dispatch!(kind, patch_object(&state, kind, &key, patch, part))
+    let q = query(q)?;
+    let (media, bytes) = read_body(&headers, body, &state.config, ANY_PATCH).await?;
+    let options = super::patch::Options::from_query(&q)?;
+    match media.as_str() {
+        "application/json-patch+json" => {
+            let ops = super::patch::parse_json_patch(&bytes)?;
+            dispatch!(
+                kind,
+                json_patch_object(&state, kind, &key, &ops, part, &options)
+            )
+        }
+        "application/apply-patch+yaml" => {
+            super::apply::apply(&state, kind, &key, &bytes, part, &options).await
+        }
+        _ => {
+            let patch = parse_object(&bytes)?;
+            check_patch_identity(kind, &patch, &key.namespace, &key.name)?;
+            dispatch!(
+                kind,
+                patch_object(&state, kind, &key, patch, part, options.dry_run)
+            )
+        }
+    }
+}
+
+/// Applies a JSON patch (RFC 6902) to the current object and writes the difference as a merge
+/// patch pinned to the version it was computed from, reading again when the object moved.
+async fn json_patch_object<K: StoreObject, S: Store<K>>(
+    state: &ApiState<S>,
+    kind: Kind,
+    key: &ObjectKey,
+    ops: &json_patch::Patch,
+    part: Part,
+    options: &super::patch::Options,
+) -> Reply<Response> {
+    let fail = |e: StoreError| Failure::from_store(kind, &e);
+    for attempt in 1..=PATCH_ATTEMPTS {
+        let current: K = state.store.get(key).await.map_err(fail)?;
+        let current = to_object(&current)?;
+        let mut patched = Value::Object(current.clone());
+        json_patch::patch(&mut patched, ops).map_err(|e| {
+            Failure::invalid_patch(format!("the JSON patch cannot be applied: {e}"))
+        })?;
+        let Value::Object(patched) = patched else {
+            return Err(Failure::invalid_patch(
+                "the JSON patch must leave an object",
+            ));
+        };
+        check_patch_identity(
+            kind,
+            &Value::Object(patched.clone()),
+            &key.namespace,
+            &key.name,
+        )?;
+        let mut merge = diff(&current, &patched);
+        merge
+            .entry("metadata")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .map(|m| {
+                m.insert(
+                    "resourceVersion".to_owned(),
+                    json!(resource_version(&current)),
+                )
+            });
+        match patch_object::<K, S>(
+            state,
+            kind,
+            key,
+            Value::Object(merge),
+            part,
+            options.dry_run,
+        )
+        .await
+        {
+            Err(f) if f.code == axum::http::StatusCode::CONFLICT && attempt < PATCH_ATTEMPTS => {}
+            other => return other,
+        }
+    }
+    Err(kept_changing(kind, key))
 }
 
 /// `POST .../sandboxes/{name}/suspend`: sets `spec.operatingMode: Suspended`.
@@ -158,25 +293,29 @@ async fn set_mode<S: ApiStore>(
         &key,
         json!({"spec": {"operatingMode": mode}}),
         Part::Spec,
+        false,
     )
     .await
 }
 
 /// Which part of an object a patch writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Part {
+pub(super) enum Part {
+    /// Metadata and spec (the main resource).
     Spec,
+    /// The status subresource.
     Status,
 }
 
 /// Applies the patch to the current object, validates the result, then stores the patch
 /// conditional on the version that was validated (retrying when the object moved meanwhile).
-async fn patch_object<K: StoreObject, S: Store<K>>(
+pub(super) async fn patch_object<K: StoreObject, S: Store<K>>(
     state: &ApiState<S>,
     kind: Kind,
     key: &ObjectKey,
     patch: Value,
     part: Part,
+    dry_run: bool,
 ) -> Reply<Response> {
     let fail = |e: StoreError| Failure::from_store(kind, &e);
     let Some(store_patch) = Patch::merge(patch.clone()) else {
@@ -196,7 +335,11 @@ async fn patch_object<K: StoreObject, S: Store<K>>(
         if let (Some(obj), Some(old)) = (patched.as_object_mut(), current.get(kept)) {
             obj.insert(kept.to_owned(), old.clone());
         }
-        validated::<K>(kind, patched)?;
+        let checked = validated::<K>(kind, patched)?;
+        if dry_run {
+            // dryRun=All: the answer of a write that is never stored.
+            return Ok(Json(checked).into_response());
+        }
         let version = client_version.clone().unwrap_or_else(|| {
             current
                 .as_object()

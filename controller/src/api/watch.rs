@@ -1,8 +1,12 @@
-//! `?watch=true`: a stream of newline-delimited JSON watch events
-//! (`{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":{...}}`).
+//! `?watch=true`: a stream of JSON watch events, one per line
+//! (`{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":{...}}`), served as
+//! `application/json` as kube-apiserver does (client-go rejects other stream types).
 //!
-//! Without a `resourceVersion` (or with `0`) the stream starts with an `ADDED` event per
-//! existing object, as Kubernetes does. Each stream holds one permit of the stream budget, ends
+//! Without a `resourceVersion` (or with `0`), or with `sendInitialEvents=true`, the stream starts
+//! with an `ADDED` event per existing object, as Kubernetes does; with `sendInitialEvents=true`
+//! those are followed by a `BOOKMARK` annotated `k8s.io/initial-events-end: "true"` (the
+//! watch-list protocol `kubectl wait` and informers use). Objects are converted to a `Table` or
+//! `PartialObjectMetadata` when the `Accept` header asks. Each stream holds one permit of the stream budget, ends
 //! at its deadline (`timeoutSeconds`, capped by the config), on shutdown, and after an `ERROR`
 //! event (`410 Expired` when the version is too old: list again).
 
@@ -28,6 +32,8 @@ pub(super) struct WatchRequest {
     pub resource_version: Option<String>,
     pub timeout: Option<Duration>,
     pub bookmarks: bool,
+    pub initial_events: bool,
+    pub accept: super::table::Accept,
 }
 
 /// Starts a watch stream, or fails with 503 when the stream budget is spent.
@@ -82,11 +88,19 @@ async fn watch_kind<K: StoreObject, S: Store<K>>(
 ) -> Reply<Response> {
     let guard = StreamGuard::acquire(&state, "watch")?;
     let kind = request.kind;
-    let name = request.fields.name.clone();
-    let selected = move |object: &K| name.as_deref().is_none_or(|n| object.name_any() == n);
+    let fields = request.fields.clone();
+    let selected =
+        move |object: &K| fields.matches(object.namespace().as_deref(), &object.name_any());
     let mut initial = Vec::new();
+    let accept = request.accept;
+    let first = std::sync::atomic::AtomicBool::new(true);
+    let render = move |object: Value| {
+        let is_first = first.swap(false, std::sync::atomic::Ordering::Relaxed);
+        super::table::convert(kind, object, &accept, is_first)
+    };
+    let value = |object: &K| serde_json::to_value(object).unwrap_or(Value::Null);
     let version = match request.resource_version.as_deref() {
-        Some(v) if !v.is_empty() && v != "0" => v.to_owned(),
+        Some(v) if !v.is_empty() && v != "0" && !request.initial_events => v.to_owned(),
         _ => {
             let list = state
                 .store
@@ -94,7 +108,20 @@ async fn watch_kind<K: StoreObject, S: Store<K>>(
                 .await
                 .map_err(|e| Failure::from_store(kind, &e))?;
             for object in list.items.iter().filter(|o| selected(o)) {
-                initial.push(line("ADDED", &object));
+                initial.push(line("ADDED", &render(value(object))));
+            }
+            if request.initial_events {
+                initial.push(line(
+                    "BOOKMARK",
+                    &json!({
+                        "apiVersion": kind.api_version(),
+                        "kind": kind.kind(),
+                        "metadata": {
+                            "resourceVersion": list.resource_version,
+                            "annotations": {"k8s.io/initial-events-end": "true"},
+                        },
+                    }),
+                ));
             }
             list.resource_version
         }
@@ -112,9 +139,13 @@ async fn watch_kind<K: StoreObject, S: Store<K>>(
                 return futures::future::ready(None);
             }
             let out = match event {
-                Ok(WatchEvent::Added(o)) => selected(&o).then(|| line("ADDED", &o)),
-                Ok(WatchEvent::Modified(o)) => selected(&o).then(|| line("MODIFIED", &o)),
-                Ok(WatchEvent::Deleted(o)) => selected(&o).then(|| line("DELETED", &o)),
+                Ok(WatchEvent::Added(o)) => selected(&o).then(|| line("ADDED", &render(value(&o)))),
+                Ok(WatchEvent::Modified(o)) => {
+                    selected(&o).then(|| line("MODIFIED", &render(value(&o))))
+                }
+                Ok(WatchEvent::Deleted(o)) => {
+                    selected(&o).then(|| line("DELETED", &render(value(&o))))
+                }
                 Ok(WatchEvent::Bookmark { resource_version }) => bookmarks.then(|| {
                     line(
                         "BOOKMARK",
@@ -153,7 +184,7 @@ async fn watch_kind<K: StoreObject, S: Store<K>>(
             Ok::<_, Infallible>(bytes)
         });
     Ok((
-        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        [(header::CONTENT_TYPE, "application/json")],
         Body::from_stream(body),
     )
         .into_response())

@@ -179,11 +179,8 @@ pub(crate) fn prepare_create(
     meta.insert("uid".into(), Value::String(uid));
     meta.insert("creationTimestamp".into(), timestamp(now));
     meta.insert("generation".into(), Value::from(1u64));
-    for server_owned in [
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "managedFields",
-    ] {
+    // managedFields are the API's to write (server-side apply), so they pass through.
+    for server_owned in ["deletionTimestamp", "deletionGracePeriodSeconds"] {
         meta.remove(server_owned);
     }
     Ok(())
@@ -274,7 +271,6 @@ pub(crate) fn apply_patch(
             None => meta.remove(owned),
         };
     }
-    meta.remove("managedFields");
     if meta_str(current, "deletionTimestamp").is_some() {
         let before = finalizers(current);
         if let Some(added) = finalizers(&next).iter().find(|f| !before.contains(f)) {
