@@ -4,9 +4,9 @@
 //! commands, files, a command that wakes the suspended sandbox, terminate
 //! (`tests/fixtures/sdk/sdk_flow.py` does the steps).
 //!
-//! The SDK lives in a venv: `ROUSE_SDK_PYTHON`, else `~/.cache/rouse/venv/bin/python3`
-//! (created by `.ci/run`). Without it the test is skipped with a printed reason, except
-//! under CI (`CI` set), where it fails.
+//! The SDK lives in the venv testsupport/python/setup.sh makes (`ROUSE_TEST_VENV`, else
+//! `~/.cache/rouse/venv`; `.ci/run` calls it). Without it the test is skipped with a printed
+//! reason, except under CI (`CI` set), where it fails.
 
 mod support;
 
@@ -21,13 +21,14 @@ const FLOW_DEADLINE: Duration = Duration::from_secs(180);
 
 /// The venv's python with the SDK importable, or why there is none.
 fn sdk_python() -> Result<PathBuf, String> {
-    let python = match std::env::var_os("ROUSE_SDK_PYTHON") {
-        Some(path) => PathBuf::from(path),
+    let venv = match std::env::var_os("ROUSE_TEST_VENV") {
+        Some(dir) => PathBuf::from(dir),
         None => {
             let home = std::env::var_os("HOME").ok_or("HOME is not set")?;
-            Path::new(&home).join(".cache/rouse/venv/bin/python3")
+            Path::new(&home).join(".cache/rouse/venv")
         }
     };
+    let python = venv.join("bin/python3");
     let probe = Command::new(&python)
         .args(["-c", "import k8s_agent_sandbox, kubernetes"])
         .output()
@@ -50,7 +51,9 @@ fn sdk_readme_flow_against_rouse_up() {
             panic!("the agent-sandbox SDK venv is needed under CI: {why}")
         }
         Err(why) => {
-            eprintln!("skipped: the agent-sandbox SDK venv is missing ({why})");
+            eprintln!(
+                "skipped: the agent-sandbox SDK venv is missing ({why}); run testsupport/python/setup.sh"
+            );
             return;
         }
     };
