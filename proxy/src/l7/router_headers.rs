@@ -16,6 +16,7 @@ use http::header::HeaderName;
 
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
+use crate::metrics as m;
 
 /// Seconds one request may wait for its sandbox, set by the upstream SDK.
 pub(crate) const X_SANDBOX_TIMEOUT: HeaderName = HeaderName::from_static("x-sandbox-timeout");
@@ -60,8 +61,9 @@ fn request_timeout(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// Runs the upstream exchange of a request bounded by `bound` (when set): past it the request
-/// ends with [`ProxyError::RequestTimeout`] (504), and the dropped exchange releases its place
-/// among the held connections.
+/// ends with [`ProxyError::RequestTimeout`] (504, counted in
+/// `rouse_proxy_upstream_errors_total{kind="request_timeout"}`), and the dropped exchange
+/// releases its place among the held connections.
 pub(crate) async fn bounded<T, E>(
     key: &SandboxKey,
     bound: Option<RequestBound>,
@@ -71,9 +73,14 @@ pub(crate) async fn bounded<T, E>(
         None => Ok(exchange.await),
         Some(bound) => tokio::time::timeout_at(bound.deadline, exchange)
             .await
-            .map_err(|_| ProxyError::RequestTimeout {
-                key: key.clone(),
-                timeout: bound.timeout,
+            .map_err(|_| {
+                let err = ProxyError::RequestTimeout {
+                    key: key.clone(),
+                    timeout: bound.timeout,
+                };
+                metrics::counter!(m::UPSTREAM_ERRORS_TOTAL, "kind" => err.metric_label())
+                    .increment(1);
+                err
             }),
     }
 }
