@@ -83,6 +83,7 @@ fn user_manifests() -> Vec<(String, serde_json::Value)> {
         .iter()
         .flat_map(|dir| std::fs::read_dir(root.join(dir)).expect("read dir"))
         .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "json"))
         .collect();
     files.sort();
     let mut out = Vec::new();

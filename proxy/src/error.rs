@@ -101,6 +101,15 @@ pub enum ProxyError {
         #[source]
         source: std::sync::Arc<std::io::Error>,
     },
+    /// The request's own bound (`X-Sandbox-Timeout`) passed before the sandbox answered,
+    /// holding included.
+    #[error("sandbox {key} did not answer within the request's X-Sandbox-Timeout of {timeout:?}")]
+    RequestTimeout {
+        /// The sandbox.
+        key: SandboxKey,
+        /// The bound the request asked for.
+        timeout: Duration,
+    },
     /// The sandbox's response or stream failed.
     #[error("sandbox {key} failed the request: {message}")]
     UpstreamProtocol {
@@ -139,6 +148,7 @@ impl ProxyError {
             ProxyError::Suspended { .. } => "suspended",
             ProxyError::Failed { .. } => "failed",
             ProxyError::WakeDeadline { .. } => "wake_deadline",
+            ProxyError::RequestTimeout { .. } => "request_timeout",
             ProxyError::HeldLimit { .. } => "held_limit",
             ProxyError::UpstreamConnect { .. } => "upstream_connect",
             ProxyError::UpstreamProtocol { .. } => "upstream_protocol",
@@ -161,6 +171,7 @@ impl ProxyError {
             ProxyError::Suspended { .. }
             | ProxyError::Failed { .. }
             | ProxyError::WakeDeadline { .. }
+            | ProxyError::RequestTimeout { .. }
             | ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamProtocol { .. } => Side::Upstream,
             ProxyError::HeldLimit { .. }
@@ -196,6 +207,7 @@ impl ProxyError {
             ProxyError::Failed { .. }
             | ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamProtocol { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::RequestTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
         }

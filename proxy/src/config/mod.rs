@@ -46,6 +46,8 @@ pub struct Config {
     pub drain: DrainConfig,
     /// Where routes come from.
     pub directory: DirectoryConfig,
+    /// How requests are sent on to sandboxes.
+    pub upstream: UpstreamConfig,
 }
 
 /// `[routing]`: hostnames and upstream router headers.
@@ -257,6 +259,29 @@ impl Default for DrainConfig {
             timeout: Duration::from_secs(30),
         }
     }
+}
+
+/// `[upstream]`: how L7 requests are sent on to sandboxes.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Which requests of HTTP/2 clients go to the sandbox over HTTP/2 (h2c). Default `grpc`.
+    pub http2: UpstreamHttp2,
+}
+
+/// Which requests of HTTP/2 clients are sent to the sandbox over HTTP/2 (h2c, prior
+/// knowledge); all others go over HTTP/1.1, which every HTTP server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamHttp2 {
+    /// gRPC requests (`content-type: application/grpc...`), which need HTTP/2 trailers and
+    /// cannot work over HTTP/1.1 anyway.
+    #[default]
+    Grpc,
+    /// Every request of an HTTP/2 client: for sandboxes known to speak h2c.
+    Always,
+    /// None: HTTP/1.1 to every sandbox.
+    Never,
 }
 
 /// `[directory]`: where routes come from.

@@ -13,7 +13,7 @@ use toml::de::DeTable;
 use super::Config;
 
 /// The top-level keys [`Config`] knows.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "routing",
     "http",
     "https",
@@ -25,6 +25,7 @@ const SECTIONS: [&str; 11] = [
     "activity",
     "drain",
     "directory",
+    "upstream",
 ];
 
 /// Why a configuration was rejected.

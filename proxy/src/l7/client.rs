@@ -39,6 +39,8 @@ pub(crate) type UpstreamBody =
 /// through the router, which knows nothing of it.
 pub struct UpstreamClient {
     client: Client<RouterConnector, UpstreamBody>,
+    /// HTTP/2 connections, for the requests `h2_upstream::wanted` picks.
+    h2: super::h2_upstream::H2Pool,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -56,7 +58,15 @@ impl UpstreamClient {
             .pool_max_idle_per_host(POOL_MAX_IDLE_PER_TARGET)
             .set_host(false)
             .build(RouterConnector { router });
-        Self { client }
+        Self {
+            client,
+            h2: super::h2_upstream::H2Pool::default(),
+        }
+    }
+
+    /// The HTTP/2 connections to sandboxes.
+    pub(crate) fn h2(&self) -> &super::h2_upstream::H2Pool {
+        &self.h2
     }
 
     /// Sends a request whose URI came from [`target_uri`].

@@ -4,8 +4,10 @@
 pub(crate) mod body;
 pub(crate) mod client;
 mod connect;
+mod h2_upstream;
 pub mod headers;
 mod response;
+mod router_headers;
 mod service;
 mod upgrade;
 

@@ -13,9 +13,12 @@ use hyper::body::Incoming;
 
 use super::body::{CountingBody, Direction};
 use super::client::{self, UpstreamClient};
+use super::h2_upstream;
 use super::headers::{self, Scheme, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
 use super::response::{self, ProxyBody};
+use super::router_headers::{self, RequestBound};
 use super::{connect, upgrade};
+use crate::activity::ConnectionGuard;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
 use crate::kind::ConnKind;
@@ -68,6 +71,12 @@ async fn proxy(
     router.check_rate(peer.ip())?;
     let host = request_host(&req)?;
     let target = target_of(router, req.headers(), &host)?;
+    let bound = router
+        .config()
+        .routing
+        .upstream_headers
+        .then(|| RequestBound::of(req.headers()))
+        .flatten();
     router.wait_synced().await;
     let guard =
         router
@@ -82,6 +91,8 @@ async fn proxy(
         None
     };
     let downstream_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
+    let h2 = h2_upstream::wanted(router.config().upstream.http2, req.version(), req.headers())
+        .then(|| h2_upstream::accepts_trailers(req.headers()));
     let (mut parts, body) = req.into_parts();
     let path = parts
         .uri
@@ -97,7 +108,10 @@ async fn proxy(
     if let Ok(value) = HeaderValue::from_str(&host) {
         parts.headers.insert(header::HOST, value);
     }
-    let replay = replayable(&parts.method, &body, upgrade.is_some())
+    if let Some(trailers) = h2 {
+        h2_upstream::prepare(&mut parts, &host, &path, trailers)?;
+    }
+    let replay = (h2.is_none() && replayable(&parts.method, &body, upgrade.is_some()))
         .then(|| (parts.method.clone(), parts.headers.clone()));
     let body = CountingBody::new(
         Either::Left(body),
@@ -105,7 +119,14 @@ async fn proxy(
         Direction::ToUpstream,
     );
     let upstream_req = Request::from_parts(parts, body);
-    let mut upstream_resp = match (client.request(upstream_req).await, replay) {
+    if h2.is_some() {
+        let pool = client.h2();
+        let exchange = pool.send(router, &target, epoch, upstream_req);
+        let upstream_resp = router_headers::bounded(&target.key, bound, exchange).await??;
+        return Ok(to_client(upstream_resp, guard));
+    }
+    let first = router_headers::bounded(&target.key, bound, client.request(upstream_req)).await?;
+    let mut upstream_resp = match (first, replay) {
         (Ok(resp), _) => resp,
         (Err(err), Some((method, headers))) if connection_lost(&err) => {
             // The workload went away under the request (a suspend the proxy had not seen yet):
@@ -123,9 +144,8 @@ async fn proxy(
             *again.headers_mut() = headers;
             *again.uri_mut() = client::target_uri(&target, epoch, &path)
                 .map_err(|err| ProxyError::BadRequest(format!("request target: {err}")))?;
-            client
-                .request(again)
-                .await
+            router_headers::bounded(&target.key, bound, client.request(again))
+                .await?
                 .map_err(|err| classify(&target.key, &err))?
         }
         (Err(err), _) => return Err(classify(&target.key, &err)),
@@ -149,12 +169,21 @@ async fn proxy(
             .boxed();
         return Ok(Response::from_parts(parts, empty));
     }
+    Ok(to_client(upstream_resp, guard))
+}
+
+/// The sandbox's response as the client gets it: hop-by-hop headers removed, the body (and
+/// its trailers) streamed and counted.
+fn to_client(
+    upstream_resp: Response<Incoming>,
+    guard: Arc<ConnectionGuard>,
+) -> Response<ProxyBody> {
     let (mut parts, body) = upstream_resp.into_parts();
     headers::strip_hop_by_hop(&mut parts.headers, None);
     let body = CountingBody::new(body, guard, Direction::ToClient)
         .map_err(|err| Box::new(err) as Box<dyn StdError + Send + Sync>)
         .boxed();
-    Ok(Response::from_parts(parts, body))
+    Response::from_parts(parts, body)
 }
 
 /// The request's host: the URI authority (HTTP/2, absolute-form) or the one `Host` header.

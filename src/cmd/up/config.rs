@@ -76,10 +76,15 @@ struct OwnSections {
 impl UpConfig {
     /// Parses a config document; errors name the key and the line.
     pub fn from_toml(text: &str) -> anyhow::Result<Self> {
-        let proxy = rouse_proxy::Config::from_shared_toml(text, &OWN_SECTIONS)?;
+        let mut proxy = rouse_proxy::Config::from_shared_toml(text, &OWN_SECTIONS)?;
         super::check_standalone(&proxy)?;
         let own: OwnSections = toml::from_str(text)
             .map_err(|err| anyhow::anyhow!("invalid config: {}", err.to_string().trim_end()))?;
+        if !sets_upstream_headers(text) {
+            // Standalone default: the upstream SDK routes by X-Sandbox-* headers, and on a
+            // loopback proxy they reach nothing a hostname could not (docs/proxy-config.md).
+            proxy.routing.upstream_headers = true;
+        }
         Ok(Self {
             api: own.api,
             runtime: own.runtime,
@@ -93,6 +98,16 @@ impl UpConfig {
             .with_context(|| format!("cannot read config file {}", path.display()))?;
         Self::from_toml(&text).with_context(|| format!("config file {}", path.display()))
     }
+}
+
+/// Whether the document sets `routing.upstream_headers` itself (the document already parsed,
+/// so a parse failure here cannot happen and means "not set").
+fn sets_upstream_headers(text: &str) -> bool {
+    toml::from_str::<toml::Table>(text).is_ok_and(|doc| {
+        doc.get("routing")
+            .and_then(toml::Value::as_table)
+            .is_some_and(|routing| routing.contains_key("upstream_headers"))
+    })
 }
 
 #[cfg(test)]
@@ -110,6 +125,18 @@ mod tests {
             Some("127.0.0.1:8080".parse().expect("address"))
         );
         assert_eq!(config.proxy.routing.domains, vec!["sandbox.localhost"]);
+        assert!(
+            config.proxy.routing.upstream_headers,
+            "on by default in standalone mode"
+        );
+    }
+
+    #[test]
+    fn upstream_headers_can_be_turned_off() {
+        let config = UpConfig::from_toml("[routing]\nupstream_headers = false\n").expect("valid");
+        assert!(!config.proxy.routing.upstream_headers);
+        let config = UpConfig::from_toml("[routing]\ndefault_namespace = \"x\"\n").expect("valid");
+        assert!(config.proxy.routing.upstream_headers);
     }
 
     #[test]
