@@ -73,3 +73,9 @@ where
         self.inner.size_hint()
     }
 }
+
+/// The body type sent upstream: the client's body, or nothing when a bodiless request is sent
+/// again (see `service::replayable`).
+pub(crate) type UpstreamBody = CountingBody<
+    http_body_util::Either<hyper::body::Incoming, http_body_util::Empty<bytes::Bytes>>,
+>;

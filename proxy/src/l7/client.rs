@@ -18,7 +18,6 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use super::body::CountingBody;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
 use crate::quiesce::QuiesceStream;
@@ -30,10 +29,7 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most idle connections kept per sandbox port.
 const POOL_MAX_IDLE_PER_TARGET: usize = 64;
 
-/// The body type sent upstream: the client's body, or nothing when a bodiless request is sent
-/// again (see `service::replayable`).
-pub(crate) type UpstreamBody =
-    CountingBody<http_body_util::Either<Incoming, http_body_util::Empty<bytes::Bytes>>>;
+pub(crate) use super::body::UpstreamBody;
 
 /// The pooled client of one HTTP listener (plain and HTTPS share one); its connector dials
 /// through the router, which knows nothing of it.

@@ -20,7 +20,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use super::client::UpstreamBody;
+use super::body::UpstreamBody;
 use crate::config::UpstreamHttp2;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
