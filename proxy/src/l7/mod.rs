@@ -7,6 +7,7 @@ mod connect;
 pub mod headers;
 mod response;
 mod service;
+mod sticky;
 mod upgrade;
 
 use std::net::SocketAddr;
@@ -69,11 +70,13 @@ pub async fn serve_http_connection<IO>(
     let drain = router.drain_signal();
     let hard_stop = router.hard_stop();
     let svc_router = router.clone();
+    let sticky = Arc::new(sticky::StickyUpstream::default());
     let service = service_fn(move |req| {
         let conn = service::ConnInfo {
             peer,
             scheme,
             idle: idle.clone(),
+            sticky: Arc::clone(&sticky),
         };
         service::handle(svc_router.clone(), Arc::clone(&client), req, conn)
     });
