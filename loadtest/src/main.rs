@@ -59,6 +59,10 @@ struct Cli {
     /// proxy: wake latency trials.
     #[arg(long, default_value_t = 50)]
     wakes: usize,
+    /// proxy: drive wrk instead (Rouse with 1, 2 and 4 worker threads against nginx with 1
+    /// and 2 workers, nginx as the backend); needs `wrk` and `nginx` installed.
+    #[arg(long, default_value_t = false)]
+    wrk: bool,
     /// proxy: milliseconds of each splice throughput run.
     #[arg(long, default_value_t = 3000)]
     stream_ms: u64,
@@ -128,7 +132,8 @@ fn main() -> anyhow::Result<()> {
         }
         let (subject, baseline) = match scenario {
             Scenario::Proxy => {
-                proxy::run(proxy::Options {
+                let run = if cli.wrk { proxy::run_wrk } else { proxy::run };
+                run(proxy::Options {
                     connections: cli.connections,
                     rounds: cli.rounds,
                     turn: Duration::from_millis(cli.turn_ms),

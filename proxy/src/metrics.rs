@@ -102,6 +102,16 @@ pub(crate) mod hot {
     /// `rouse_proxy_bytes_total{direction="to_client"}`.
     pub(crate) static BYTES_TO_CLIENT: LazyLock<Counter> =
         LazyLock::new(|| metrics::counter!(BYTES_TOTAL, "direction" => "to_client"));
+    /// The `code` labels of `rouse_proxy_requests_total`: common codes by number, the rest
+    /// by class.
+    pub(crate) const REQUEST_CODE_LABELS: [&str; 23] = [
+        "101", "200", "201", "204", "301", "302", "304", "400", "401", "403", "404", "429", "431",
+        "500", "501", "502", "503", "504", "1xx", "2xx", "3xx", "4xx", "5xx",
+    ];
+    /// `rouse_proxy_requests_total{code}`, in [`REQUEST_CODE_LABELS`] order.
+    pub(crate) static REQUESTS_BY_CODE: LazyLock<[Counter; 23]> = LazyLock::new(|| {
+        REQUEST_CODE_LABELS.map(|code| metrics::counter!(REQUESTS_TOTAL, "code" => code))
+    });
     /// `rouse_proxy_connections_open{kind}`, in `ConnKind` order.
     pub(crate) static CONNECTIONS_OPEN_BY_KIND: LazyLock<[Gauge; 5]> = LazyLock::new(|| {
         crate::kind::CONN_KIND_LABELS.map(|kind| metrics::gauge!(CONNECTIONS_OPEN, "kind" => kind))

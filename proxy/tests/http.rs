@@ -346,3 +346,95 @@ async fn port_prefixes_pick_the_declared_port() {
     );
     proxy.shutdown().await;
 }
+
+/// An HTTP/1.1 backend answering every request with its `name` and the number of the
+/// connection it came on (`a1`, `a2`, …), so a test can see which requests shared an upstream
+/// connection.
+async fn numbering_backend(name: &'static str) -> std::net::SocketAddr {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind backend");
+    let addr = listener.local_addr().expect("backend addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    tokio::spawn(async move {
+        // Ends with the test's runtime.
+        while let Ok((stream, _)) = listener.accept().await {
+            let n = accepted.fetch_add(1, Ordering::SeqCst) + 1;
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req| async move {
+                    Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from(
+                        format!("{name}{n}"),
+                    ))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// Sends `GET /` on an open client connection and returns the body.
+async fn get_on(
+    sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    host: &str,
+) -> String {
+    use http_body_util::BodyExt;
+
+    sender.ready().await.expect("client connection ready");
+    let req = Request::get("/")
+        .header("host", host)
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let response = sender.send_request(req).await.expect("response");
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.expect("body");
+    String::from_utf8(body.to_bytes().to_vec()).expect("utf-8")
+}
+
+#[tokio::test]
+async fn http1_requests_of_one_client_connection_reuse_one_upstream_connection() {
+    let first = numbering_backend("a").await;
+    let second = numbering_backend("b").await;
+    let directory = TestDirectory::new();
+    directory.running("alice", first);
+    let proxy = start(config(""), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect proxy");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Full<Bytes>>(
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("handshake");
+    let driver = tokio::spawn(conn);
+
+    for round in 0..3 {
+        assert_eq!(
+            get_on(&mut sender, &host("alice")).await,
+            "a1",
+            "request {round} on the first upstream connection"
+        );
+    }
+    // The sandbox moves: the kept connection goes to the old address and must not be used.
+    directory.running("alice", second);
+    let key = rouse_proxy::SandboxKey::new("default", "alice");
+    wait_for("the route to follow the move", || {
+        let state = proxy.router().route_state(&key);
+        async move { state == Some(support::directory::running(second)) }
+    })
+    .await;
+    assert_eq!(
+        get_on(&mut sender, &host("alice")).await,
+        "b1",
+        "the first connection of the new address"
+    );
+    drop(sender);
+    driver.abort();
+    proxy.shutdown().await;
+}

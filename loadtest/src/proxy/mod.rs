@@ -15,6 +15,7 @@ mod loadgen;
 mod nginx;
 mod rouse;
 mod system;
+mod wrk;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use tokio::net::TcpStream;
 
 pub use held::{HELD_SERVER_ENV, serve_held_child};
 use loadgen::LoadResult;
+pub use wrk::run as run_wrk;
 
 /// Knobs of the proxy benchmark.
 #[derive(Debug, Clone, Copy)]

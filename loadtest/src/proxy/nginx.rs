@@ -1,5 +1,6 @@
-//! nginx as the reference proxy: one worker, keep-alive upstream, no access log, run in the
-//! foreground as a child process with its config in a temporary directory.
+//! nginx as the reference proxy (keep-alive upstream, no access log, one or more workers) and,
+//! for the wrk comparison, as the backend itself; run in the foreground as a child process
+//! with its config in a temporary directory.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,18 +26,68 @@ pub fn find() -> Option<PathBuf> {
 }
 
 impl Nginx {
-    /// Starts nginx proxying `listen` to `backend`, keeping `keepalive` idle upstream
-    /// connections, and waits until it accepts connections.
+    /// Starts nginx (one worker) proxying `listen` to `backend`, keeping `keepalive` idle
+    /// upstream connections, and waits until it accepts connections.
     pub fn start(
         binary: &PathBuf,
         listen: SocketAddr,
         backend: SocketAddr,
         keepalive: usize,
     ) -> anyhow::Result<Self> {
+        Self::proxy(binary, listen, backend, keepalive, 1)
+    }
+
+    /// Starts nginx with `workers` worker processes proxying `listen` to `backend`.
+    pub fn proxy(
+        binary: &PathBuf,
+        listen: SocketAddr,
+        backend: SocketAddr,
+        keepalive: usize,
+        workers: usize,
+    ) -> anyhow::Result<Self> {
+        let server = format!(
+            "upstream backend {{ server {backend}; keepalive {keepalive}; }}\n\
+             server {{\n\
+               listen {listen};\n\
+               keepalive_requests 1000000;\n\
+               location / {{\n\
+                 proxy_pass http://backend;\n\
+                 proxy_http_version 1.1;\n\
+                 proxy_set_header Connection \"\";\n\
+                 proxy_set_header Host $host;\n\
+                 proxy_set_header X-Forwarded-For $remote_addr;\n\
+                 proxy_buffering on;\n\
+               }}\n\
+             }}\n"
+        );
+        Self::run(binary, listen, &server, workers)
+    }
+
+    /// Starts nginx (one worker) as a backend answering every request with the same 13 bytes
+    /// the hyper backend sends.
+    pub fn backend(binary: &PathBuf, listen: SocketAddr) -> anyhow::Result<Self> {
+        let server = format!(
+            "server {{\n\
+               listen {listen};\n\
+               keepalive_requests 1000000;\n\
+               location / {{ default_type text/plain; return 200 \"hello, world\\n\"; }}\n\
+             }}\n"
+        );
+        Self::run(binary, listen, &server, 1)
+    }
+
+    /// Runs nginx with `server` (the `http` block's servers and upstreams) and `workers`
+    /// worker processes; waits until it accepts connections on `listen`.
+    fn run(
+        binary: &PathBuf,
+        listen: SocketAddr,
+        server: &str,
+        workers: usize,
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let prefix = dir.path();
         let config = format!(
-            "worker_processes 1;\n\
+            "worker_processes {workers};\n\
              daemon off;\n\
              pid {pid};\n\
              error_log stderr error;\n\
@@ -48,19 +99,7 @@ impl Nginx {
                fastcgi_temp_path {tmp};\n\
                uwsgi_temp_path {tmp};\n\
                scgi_temp_path {tmp};\n\
-               upstream backend {{ server {backend}; keepalive {keepalive}; }}\n\
-               server {{\n\
-                 listen {listen};\n\
-                 keepalive_requests 1000000;\n\
-                 location / {{\n\
-                   proxy_pass http://backend;\n\
-                   proxy_http_version 1.1;\n\
-                   proxy_set_header Connection \"\";\n\
-                   proxy_set_header Host $host;\n\
-                   proxy_set_header X-Forwarded-For $remote_addr;\n\
-                   proxy_buffering on;\n\
-                 }}\n\
-               }}\n\
+               {server}\
              }}\n",
             pid = prefix.join("nginx.pid").display(),
             tmp = prefix.display(),

@@ -125,8 +125,17 @@ pub struct RunningProxy {
 impl RunningProxy {
     /// Starts the proxy on a new one-worker runtime.
     pub fn start(config: Config, directory: impl Directory) -> anyhow::Result<Self> {
+        Self::start_with_workers(config, directory, 1)
+    }
+
+    /// Starts the proxy on a new runtime with `workers` worker threads.
+    pub fn start_with_workers(
+        config: Config,
+        directory: impl Directory,
+        workers: usize,
+    ) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(workers.max(1))
             .thread_name("rouse-proxy")
             .enable_all()
             .build()?;

@@ -9,6 +9,7 @@ pub mod headers;
 mod response;
 mod router_headers;
 mod service;
+mod sticky;
 mod upgrade;
 
 use std::net::SocketAddr;
@@ -74,11 +75,13 @@ pub async fn serve_http_connection<IO>(
     let drain = router.drain_signal();
     let hard_stop = router.hard_stop();
     let svc_router = router.clone();
+    let sticky = Arc::new(sticky::StickyUpstream::default());
     let service = service_fn(move |req| {
         let conn = service::ConnInfo {
             peer,
             scheme,
             idle: idle.clone(),
+            sticky: Arc::clone(&sticky),
         };
         service::handle(svc_router.clone(), Arc::clone(&client), req, conn)
     });

@@ -17,6 +17,7 @@ use super::h2_upstream;
 use super::headers::{self, Scheme, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
 use super::response::{self, ProxyBody};
 use super::router_headers::{self, RequestBound};
+use super::sticky::{StickyError, StickyUpstream};
 use super::{connect, upgrade};
 use crate::activity::ConnectionGuard;
 use crate::directory::SandboxKey;
@@ -34,6 +35,8 @@ pub(crate) struct ConnInfo {
     pub(crate) scheme: Scheme,
     /// The connection's idle limit, switched when the connection is upgraded.
     pub(crate) idle: IdleControl,
+    /// The upstream connection its HTTP/1.1 requests reuse.
+    pub(crate) sticky: Arc<StickyUpstream>,
 }
 
 /// Answers one request; never fails (errors become responses).
@@ -56,8 +59,7 @@ pub(crate) async fn handle(
             }
         }
     };
-    metrics::counter!(m::REQUESTS_TOTAL, "code" => status_label(response.status().as_u16()))
-        .increment(1);
+    m::hot::REQUESTS_BY_CODE[status_label(response.status().as_u16())].increment(1);
     Ok(response)
 }
 
@@ -90,6 +92,9 @@ async fn proxy(
     } else {
         None
     };
+    // HTTP/1 clients send one request at a time: their requests reuse one upstream connection.
+    // HTTP/2 clients multiplex, and upgrades take their connection away: both use the pool.
+    let sticky = (req.version() <= Version::HTTP_11 && upgrade.is_none()).then_some(&*conn.sticky);
     let downstream_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let h2 = h2_upstream::wanted(router.config().upstream.http2, req.version(), req.headers())
         .then(|| h2_upstream::accepts_trailers(req.headers()));
@@ -100,8 +105,7 @@ async fn proxy(
         .map_or("/", |pq| pq.as_str())
         .to_owned();
     let epoch = router.slot(&target.key).map_or(0, |slot| slot.epoch());
-    parts.uri = client::target_uri(&target, epoch, &path)
-        .map_err(|err| ProxyError::BadRequest(format!("request target: {err}")))?;
+    parts.uri = upstream_uri(sticky.is_some(), &target, epoch, &path)?;
     parts.version = Version::HTTP_11;
     headers::strip_hop_by_hop(&mut parts.headers, upgrade.clone());
     headers::set_forwarded(&mut parts.headers, peer.ip(), scheme.as_str(), &host);
@@ -125,14 +129,15 @@ async fn proxy(
         let upstream_resp = router_headers::bounded(&target.key, bound, exchange).await??;
         return Ok(to_client(upstream_resp, guard));
     }
-    let first = router_headers::bounded(&target.key, bound, client.request(upstream_req)).await?;
-    let mut upstream_resp = match (first, replay) {
+    let exchange = send(router, client, sticky, &target, epoch, upstream_req);
+    let sent = router_headers::bounded(&target.key, bound, exchange).await?;
+    let mut upstream_resp = match (sent, replay) {
         (Ok(resp), _) => resp,
-        (Err(err), Some((method, headers))) if connection_lost(&err) => {
+        (Err(err), Some((method, headers))) if connection_lost(&*err) => {
             // The workload went away under the request (a suspend the proxy had not seen yet):
             // send it once more, through hold-and-wake, at the sandbox's current address.
             metrics::counter!(m::REQUEST_RETRIES_TOTAL).increment(1);
-            tracing::debug!(sandbox.key = %target.key, error = %chain(&err), "request sent again");
+            tracing::debug!(sandbox.key = %target.key, error = %chain(&*err), "request sent again");
             let epoch = router.slot(&target.key).map_or(0, |slot| slot.epoch());
             let empty = Either::Right(http_body_util::Empty::new());
             let mut again = Request::new(CountingBody::new(
@@ -142,13 +147,13 @@ async fn proxy(
             ));
             *again.method_mut() = method;
             *again.headers_mut() = headers;
-            *again.uri_mut() = client::target_uri(&target, epoch, &path)
-                .map_err(|err| ProxyError::BadRequest(format!("request target: {err}")))?;
-            router_headers::bounded(&target.key, bound, client.request(again))
+            *again.uri_mut() = upstream_uri(sticky.is_some(), &target, epoch, &path)?;
+            let exchange = send(router, client, sticky, &target, epoch, again);
+            router_headers::bounded(&target.key, bound, exchange)
                 .await?
-                .map_err(|err| classify(&target.key, &err))?
+                .map_err(|err| classify(&target.key, &*err))?
         }
-        (Err(err), _) => return Err(classify(&target.key, &err)),
+        (Err(err), _) => return Err(classify(&target.key, &*err)),
     };
     let status = upstream_resp.status();
     if status == http::StatusCode::SWITCHING_PROTOCOLS {
@@ -184,6 +189,37 @@ fn to_client(
         .map_err(|err| Box::new(err) as Box<dyn StdError + Send + Sync>)
         .boxed();
     Response::from_parts(parts, body)
+}
+
+/// The URI of a request sent upstream: origin-form on a sticky connection, else the pool's
+/// internal URI naming target and epoch.
+fn upstream_uri(
+    sticky: bool,
+    target: &RouteTarget,
+    epoch: u64,
+    path: &str,
+) -> Result<http::Uri, ProxyError> {
+    let uri = if sticky {
+        http::Uri::try_from(path).map_err(http::Error::from)
+    } else {
+        client::target_uri(target, epoch, path)
+    };
+    uri.map_err(|err| ProxyError::BadRequest(format!("request target: {err}")))
+}
+
+/// Sends a request on the client connection's sticky upstream connection, or through the pool.
+async fn send(
+    router: &Router,
+    client: &UpstreamClient,
+    sticky: Option<&StickyUpstream>,
+    target: &RouteTarget,
+    epoch: u64,
+    req: Request<client::UpstreamBody>,
+) -> Result<Response<Incoming>, Box<dyn StdError + Send + Sync>> {
+    match sticky {
+        Some(sticky) => Ok(sticky.send(router, target, epoch, req).await?),
+        None => Ok(client.request(req).await?),
+    }
 }
 
 /// The request's host: the URI authority (HTTP/2, absolute-form) or the one `Host` header.
@@ -277,8 +313,13 @@ fn replayable(method: &Method, body: &Incoming, upgrade: bool) -> bool {
 /// Whether the request failed because the upstream connection closed or reset before any
 /// response — not a connect error (those went through hold-and-wake already) and not a
 /// proxy decision.
-fn connection_lost(err: &hyper_util::client::legacy::Error) -> bool {
-    if err.is_connect() {
+fn connection_lost(err: &(dyn StdError + 'static)) -> bool {
+    if let Some(pool) = err.downcast_ref::<hyper_util::client::legacy::Error>()
+        && pool.is_connect()
+    {
+        return false;
+    }
+    if let Some(StickyError::Connect(_)) = err.downcast_ref::<StickyError>() {
         return false;
     }
     let mut source: Option<&(dyn StdError + 'static)> = Some(err);
@@ -300,7 +341,10 @@ fn connection_lost(err: &hyper_util::client::legacy::Error) -> bool {
     false
 }
 
-fn classify(key: &SandboxKey, err: &hyper_util::client::legacy::Error) -> ProxyError {
+fn classify(key: &SandboxKey, err: &(dyn StdError + 'static)) -> ProxyError {
+    if let Some(StickyError::Connect(proxy)) = err.downcast_ref::<StickyError>() {
+        return proxy.clone();
+    }
     let mut source: Option<&(dyn StdError + 'static)> = Some(err);
     while let Some(e) = source {
         if let Some(proxy) = e.downcast_ref::<ProxyError>() {
@@ -325,33 +369,34 @@ fn chain(err: &dyn StdError) -> String {
     text
 }
 
-/// A bounded label for a status code: common codes by number, others by class.
+/// The position in `metrics::hot::REQUEST_CODE_LABELS` of a status code's bounded label:
+/// common codes by number, others by class.
 // The specific codes come first on purpose; the class ranges catch the rest.
 #[allow(clippy::match_overlapping_arm)]
-fn status_label(code: u16) -> &'static str {
+fn status_label(code: u16) -> usize {
     match code {
-        101 => "101",
-        200 => "200",
-        201 => "201",
-        204 => "204",
-        301 => "301",
-        302 => "302",
-        304 => "304",
-        400 => "400",
-        401 => "401",
-        403 => "403",
-        404 => "404",
-        429 => "429",
-        431 => "431",
-        500 => "500",
-        501 => "501",
-        502 => "502",
-        503 => "503",
-        504 => "504",
-        100..=199 => "1xx",
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        400..=499 => "4xx",
-        _ => "5xx",
+        101 => 0,
+        200 => 1,
+        201 => 2,
+        204 => 3,
+        301 => 4,
+        302 => 5,
+        304 => 6,
+        400 => 7,
+        401 => 8,
+        403 => 9,
+        404 => 10,
+        429 => 11,
+        431 => 12,
+        500 => 13,
+        501 => 14,
+        502 => 15,
+        503 => 16,
+        504 => 17,
+        100..=199 => 18,
+        200..=299 => 19,
+        300..=399 => 20,
+        400..=499 => 21,
+        _ => 22,
     }
 }
