@@ -10,6 +10,7 @@ pub mod claim;
 pub mod extensions;
 pub mod platform;
 pub mod pool;
+mod queue;
 pub mod run;
 pub mod sandbox;
 pub mod snapshot;

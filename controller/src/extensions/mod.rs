@@ -7,7 +7,6 @@
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod kube;
-mod queue;
 mod router;
 mod standalone;
 

@@ -18,10 +18,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::ExtensionsConfig;
-use super::queue::Queue;
 use super::router::{Router, Work};
 use crate::claim::{Reservations, reconcile_claim};
 use crate::pool::{Expectations, reconcile_pool};
+use crate::queue::Queue;
 
 /// Bound of the event channel between the watch tasks and the driver.
 const EVENT_CAPACITY: usize = 1024;

@@ -9,7 +9,6 @@
 //! every workload is stopped with its grace period before `run` returns.
 
 mod feed;
-mod queue;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -25,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::platform::local::LocalPlatform;
+use crate::queue::Queue;
 use crate::sandbox::{ReconcileError, reconcile_sandbox};
 use feed::Feed;
-use queue::WorkQueue;
 
 /// Bound of the feed channel between the watch task and the driver.
 const FEED_CAPACITY: usize = 256;
@@ -129,7 +128,7 @@ where
         store,
         platform: platform.clone(),
         config: config.clone(),
-        queue: WorkQueue::default(),
+        queue: Queue::default(),
         known: HashSet::new(),
         jobs: JoinSet::new(),
     };
@@ -211,7 +210,7 @@ struct Driver<S> {
     store: S,
     platform: LocalPlatform,
     config: DriverConfig,
-    queue: WorkQueue,
+    queue: Queue<ObjectKey>,
     known: HashSet<ObjectKey>,
     jobs: JoinSet<(ObjectKey, Outcome)>,
 }

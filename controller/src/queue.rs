@@ -1,6 +1,7 @@
-//! The work queue of the extensions driver: each item at most once (an item added while it
-//! runs runs once more afterwards, never twice at a time), delayed requeues keeping only the
-//! earliest due time, and per-item failure counts for the retry backoff.
+//! The standalone drivers' work queue (sandboxes, and the extensions' templates, pools and
+//! claims): each item at most once (an item added while it runs runs once more afterwards,
+//! never twice at a time), delayed requeues keeping only the earliest due time, and per-item
+//! failure counts for the retry backoff.
 //!
 //! Bounded by the number of objects: every structure holds each item once.
 
@@ -125,5 +126,86 @@ impl<T: Clone + Eq + Hash + Ord> Queue<T> {
     /// Items waiting to run.
     pub(crate) fn len(&self) -> usize {
         self.ready.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rouse_shared::store::ObjectKey;
+
+    use super::*;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::new("default", name)
+    }
+
+    #[test]
+    fn a_key_is_queued_once_and_never_runs_twice_at_a_time() {
+        let mut queue = Queue::<ObjectKey>::default();
+        queue.add(key("a"));
+        queue.add(key("a"));
+        queue.add(key("b"));
+        assert_eq!(queue.len(), 2);
+        assert_eq!(queue.pop(), Some(key("a")));
+        queue.add(key("a"));
+        assert_eq!(queue.pop(), Some(key("b")));
+        assert_eq!(queue.pop(), None, "a runs; its re-add waits");
+        queue.done(&key("a"));
+        assert_eq!(
+            queue.pop(),
+            Some(key("a")),
+            "re-added while running: once more"
+        );
+        queue.done(&key("a"));
+        assert_eq!(queue.pop(), None);
+    }
+
+    #[test]
+    fn delays_keep_the_earliest_and_an_immediate_add_cancels_them() {
+        let now = Instant::now();
+        let mut queue = Queue::<ObjectKey>::default();
+        queue.add_after(key("a"), Duration::from_secs(10), now);
+        queue.add_after(key("a"), Duration::from_secs(5), now);
+        queue.add_after(key("a"), Duration::from_secs(20), now);
+        assert_eq!(queue.next_due(), Some(now + Duration::from_secs(5)));
+        queue.promote(now + Duration::from_secs(4));
+        assert_eq!(queue.pop(), None);
+        queue.promote(now + Duration::from_secs(5));
+        assert_eq!(queue.pop(), Some(key("a")));
+        assert_eq!(queue.next_due(), None);
+        queue.done(&key("a"));
+
+        queue.add_after(key("b"), Duration::from_secs(5), now);
+        queue.add(key("b"));
+        assert_eq!(
+            queue.next_due(),
+            None,
+            "the immediate add replaced the delay"
+        );
+        assert_eq!(queue.pop(), Some(key("b")));
+    }
+
+    #[test]
+    fn a_delay_due_while_running_runs_after_it() {
+        let now = Instant::now();
+        let mut queue = Queue::<ObjectKey>::default();
+        queue.add(key("a"));
+        assert_eq!(queue.pop(), Some(key("a")));
+        queue.add_after(key("a"), Duration::from_secs(1), now);
+        queue.promote(now + Duration::from_secs(1));
+        assert_eq!(queue.pop(), None);
+        queue.done(&key("a"));
+        assert_eq!(queue.pop(), Some(key("a")));
+    }
+
+    #[test]
+    fn failure_backoff_doubles_up_to_the_bound_and_resets() {
+        let mut queue = Queue::<ObjectKey>::default();
+        let (min, max) = (Duration::from_millis(500), Duration::from_secs(4));
+        let got: Vec<_> = (0..6).map(|_| queue.failed(&key("a"), min, max)).collect();
+        let ms: Vec<u128> = got.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, [500, 1000, 2000, 4000, 4000, 4000]);
+        queue.succeeded(&key("a"));
+        assert_eq!(queue.failed(&key("a"), min, max), min);
     }
 }
