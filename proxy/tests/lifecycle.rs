@@ -10,7 +10,7 @@ use rouse_proxy::RouteState;
 use rouse_proxy::directory::SandboxKey;
 use support::backend::Backend;
 use support::client::get;
-use support::{DEADLINE, TestDirectory, config, host, start, wait_for};
+use support::{DEADLINE, TestDirectory, config, host, start, wait_for, wait_held};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -159,11 +159,7 @@ async fn drain_answers_held_requests_with_503() {
     let router = proxy.router().clone();
 
     let held = tokio::spawn(async move { get(http, &host("sleepy"), "/").await });
-    wait_for("the request held", || {
-        let router = router.clone();
-        async move { router.held_connections() == 1 }
-    })
-    .await;
+    wait_held(&router, 1).await;
     let started = std::time::Instant::now();
     tokio::time::timeout(DEADLINE, proxy.shutdown())
         .await

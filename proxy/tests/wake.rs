@@ -11,7 +11,7 @@ use rouse_proxy::directory::Endpoint;
 use support::backend::Backend;
 use support::client::get;
 use support::directory::running;
-use support::{DEADLINE, TestDirectory, config, host, start, wait_for};
+use support::{DEADLINE, TestDirectory, config, host, start, wait_for, wait_held};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::task::JoinSet;
@@ -94,11 +94,7 @@ async fn a_wake_storm_sends_one_wake_and_every_connection_completes() {
     assert_eq!(directory.wakes(), 1, "exactly one wake for the whole storm");
     // Dials the pooled client started for requests another connection served finish on
     // their own; none stays held.
-    wait_for("no connection held", || {
-        let router = router.clone();
-        async move { router.held_connections() == 0 }
-    })
-    .await;
+    wait_held(&router, 0).await;
     proxy.shutdown().await;
 }
 
@@ -139,11 +135,7 @@ async fn connections_beyond_the_held_limit_get_503() {
     for _ in 0..2 {
         held.spawn(async move { get(addr, &host("busy"), "/held").await });
     }
-    wait_for("two connections held", || {
-        let router = router.clone();
-        async move { router.held_connections() == 2 }
-    })
-    .await;
+    wait_held(&router, 2).await;
     let reply = get(addr, &host("busy"), "/").await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(reply.headers.contains_key("retry-after"));
@@ -183,11 +175,7 @@ async fn refused_dials_are_retried_until_the_port_listens() {
 
     let request = tokio::spawn(async move { get(addr, &host("late"), "/late").await });
     // A refused dial makes the connection a held one while it retries.
-    wait_for("the connection retrying", || {
-        let router = router.clone();
-        async move { router.held_connections() == 1 }
-    })
-    .await;
+    wait_held(&router, 1).await;
     let _backend = Backend::serve(socket.listen(16).expect("listen"));
     let reply = tokio::time::timeout(DEADLINE, request)
         .await

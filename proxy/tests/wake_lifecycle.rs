@@ -10,7 +10,7 @@ use http::StatusCode;
 use rouse_proxy::RouteState;
 use support::backend::Backend;
 use support::client::get;
-use support::{DEADLINE, TestDirectory, config, host, start, wait_for};
+use support::{DEADLINE, TestDirectory, config, host, start, wait_held};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
@@ -30,15 +30,6 @@ async fn raw_get(addr: SocketAddr, host: &str) -> String {
     let _ = stream.read_to_end(&mut response).await;
     let text = String::from_utf8_lossy(&response);
     text.lines().next().unwrap_or_default().to_owned()
-}
-
-async fn wait_held(proxy: &rouse_proxy::Proxy, n: usize) {
-    let router = proxy.router().clone();
-    wait_for(&format!("{n} connections held"), || {
-        let router = router.clone();
-        async move { router.held_connections() == n }
-    })
-    .await;
 }
 
 #[tokio::test]
@@ -87,7 +78,7 @@ async fn deleting_a_sandbox_ends_its_held_connections_at_once() {
     for _ in 0..HELD {
         clients.spawn(async move { raw_get(addr, &host("doomed")).await });
     }
-    wait_held(&proxy, HELD).await;
+    wait_held(proxy.router(), HELD).await;
     assert_eq!(directory.wakes(), 1, "one wake for all of them");
 
     let deleted = Instant::now();
@@ -106,7 +97,7 @@ async fn deleting_a_sandbox_ends_its_held_connections_at_once() {
         .expect("every held connection ends once the sandbox is deleted");
     // Prompt: seconds at most on a loaded machine, against a 300 s wake deadline.
     assert!(deleted.elapsed() < DEADLINE);
-    wait_held(&proxy, 0).await;
+    wait_held(proxy.router(), 0).await;
     proxy.shutdown().await;
 }
 
@@ -125,7 +116,7 @@ async fn a_resume_from_elsewhere_serves_the_held_connections() {
     for _ in 0..HELD {
         clients.spawn(async move { raw_get(addr, &host("napping")).await });
     }
-    wait_held(&proxy, HELD).await;
+    wait_held(proxy.router(), HELD).await;
     directory.set("napping", RouteState::Starting { endpoint: None });
     directory.running("napping", backend.addr);
     let all = async {
@@ -137,7 +128,7 @@ async fn a_resume_from_elsewhere_serves_the_held_connections() {
     tokio::time::timeout(DEADLINE, all)
         .await
         .expect("every held connection is served");
-    wait_held(&proxy, 0).await;
+    wait_held(proxy.router(), 0).await;
     assert!(
         directory.wakes() >= 1,
         "the held connections asked for a wake"

@@ -63,3 +63,12 @@ where
 pub fn host(name: &str) -> String {
     format!("{name}.default.sandbox.localhost")
 }
+
+/// Waits until exactly `n` connections are held for a wake, over all sandboxes.
+pub async fn wait_held(router: &rouse_proxy::Router, n: usize) {
+    wait_for(&format!("{n} connections held"), || {
+        let router = router.clone();
+        async move { router.held_connections() == n }
+    })
+    .await;
+}
