@@ -17,6 +17,16 @@ pub(super) fn is_past_the_end(s: &str) -> bool {
             .is_some_and(|civil| civil.parse::<jiff::civil::DateTime>().is_ok())
 }
 
+/// True when any string in `value` starts with year 9999: only then can a time need clamping.
+pub(super) fn mentions_year_9999(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.starts_with("9999-"),
+        Value::Array(items) => items.iter().any(mentions_year_9999),
+        Value::Object(fields) => fields.values().any(mentions_year_9999),
+        _ => false,
+    }
+}
+
 /// Replaces every `date-time` field of a `kind` object (or of a patch of one) that lies past
 /// [`LAST_TIME`] with it; other fields and kinds are left as they are.
 pub fn clamp_far_times(kind: &str, doc: &mut Value) {
