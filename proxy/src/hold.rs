@@ -11,7 +11,9 @@
 //!   sandbox's desired mode become Suspended (a new `metadata.generation` included). It ends as
 //!   soon as any state whose desired mode is not Suspended is observed, whatever it is, so a
 //!   suspend landing before the woken sandbox is Ready starts a fresh cycle instead of leaving
-//!   one open (the lost wake of issue 9). See `docs/proxy.md`, "Hold and wake".
+//!   one open (the lost wake of issue 9). An ended suspension stays settled: a connection that
+//!   read it just before the change asks for no second wake. See `docs/proxy.md`, "Hold and
+//!   wake".
 
 use std::time::{Duration, Instant};
 
@@ -254,7 +256,12 @@ fn refuse(out: &mut Actions<HoldAction>, why: Refusal) -> Hold {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cycle {
     /// No wake wanted or under way.
-    Idle,
+    Idle {
+        /// Every suspension up to this number is over: a state whose desired mode is not
+        /// Suspended was observed after it. A connection that read such a suspension before
+        /// the change asks for nothing (it sees the newer state when it looks again).
+        settled: Suspension,
+    },
     /// The wake of `suspension` was sent at `since`; waiting to observe the sandbox's desired
     /// mode leave Suspended.
     Waking {
@@ -263,6 +270,11 @@ pub enum Cycle {
         /// When the wake was sent.
         since: Instant,
     },
+}
+
+impl Cycle {
+    /// A new slot's cycle: nothing settled, nothing under way.
+    pub const NEW: Cycle = Cycle::Idle { settled: 0 };
 }
 
 /// What happens to a sandbox's wake cycle.
@@ -284,9 +296,12 @@ pub enum CycleEvent {
     },
     /// The routing table saw a new state.
     Observed {
-        /// `Some` = desired mode Suspended (this suspension); `None` = anything else
-        /// (running, starting, failed, deleted, not wakeable).
-        suspension: Option<Suspension>,
+        /// The slot's suspension number after the change (the latest suspension seen).
+        suspension: Suspension,
+        /// Whether the desired mode is Suspended and wakeable; `false` for anything else
+        /// (running, starting, failed, deleted, not wakeable), which settles every
+        /// suspension up to `suspension`.
+        suspended: bool,
         /// Now.
         now: Instant,
     },
@@ -305,11 +320,11 @@ pub enum CycleAction {
 pub fn step_cycle(state: Cycle, event: CycleEvent) -> (Cycle, Option<CycleAction>) {
     match (state, event) {
         (
-            Cycle::Idle,
+            Cycle::Idle { settled },
             CycleEvent::Want {
                 suspension, now, ..
             },
-        ) => (
+        ) if suspension > settled => (
             Cycle::Waking {
                 suspension,
                 since: now,
@@ -348,19 +363,43 @@ pub fn step_cycle(state: Cycle, event: CycleEvent) -> (Cycle, Option<CycleAction
             CycleEvent::GaveUp {
                 suspension: gave_up,
             },
-        ) if suspension == gave_up => (Cycle::Idle, None),
+        ) if suspension == gave_up => (
+            // The suspensions before it were superseded by it; it is not over itself, so the
+            // next connection that sees it sends its wake again.
+            Cycle::Idle {
+                settled: suspension.saturating_sub(1),
+            },
+            None,
+        ),
         (
             Cycle::Waking { since, .. },
             CycleEvent::Observed {
-                suspension: None,
+                suspension,
+                suspended: false,
                 now,
             },
         ) => (
-            Cycle::Idle,
+            Cycle::Idle {
+                settled: suspension,
+            },
             Some(CycleAction::Ended(now.saturating_duration_since(since))),
         ),
+        (
+            Cycle::Idle { settled },
+            CycleEvent::Observed {
+                suspension,
+                suspended: false,
+                ..
+            },
+        ) => (
+            Cycle::Idle {
+                settled: settled.max(suspension),
+            },
+            None,
+        ),
         // A new suspension observed while waking: the held connections see it too and ask
-        // for its wake; the old one is superseded then.
+        // for its wake; the old one is superseded then. A want of a settled suspension is a
+        // stale view.
         (state, _) => (state, None),
     }
 }

@@ -34,7 +34,7 @@ impl WakeGate {
     pub fn new(release_concurrency: usize) -> Self {
         Self {
             held: AtomicUsize::new(0),
-            cycle: Mutex::new(Cycle::Idle),
+            cycle: Mutex::new(Cycle::NEW),
             resumed: Mutex::new(None),
             release: Arc::new(Semaphore::new(release_concurrency.max(1))),
         }
@@ -72,21 +72,27 @@ impl WakeGate {
         self.step(CycleEvent::GaveUp { suspension });
     }
 
-    /// The routing table saw a new state (`suspension`: `Some` = desired mode Suspended;
-    /// `running`: Ready with an endpoint). Returns how long the wake took to get the sandbox
-    /// running when this is the first running state seen since a wake.
+    /// The routing table saw a new state: `suspension` is the slot's suspension number now,
+    /// `suspended` whether the desired mode is Suspended (and wakeable), `running` whether it
+    /// is Ready with an endpoint. Returns how long the wake took to get the sandbox running
+    /// when this is the first running state seen since a wake.
     pub fn observed(
         &self,
-        suspension: Option<Suspension>,
+        suspension: Suspension,
+        suspended: bool,
         running: bool,
         now: Instant,
     ) -> Option<Duration> {
-        let ended = self.step(CycleEvent::Observed { suspension, now });
+        let ended = self.step(CycleEvent::Observed {
+            suspension,
+            suspended,
+            now,
+        });
         let mut resumed = self.resumed.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(CycleAction::Ended(took)) = ended {
             *resumed = now.checked_sub(took);
         }
-        if suspension.is_some() {
+        if suspended {
             // Suspended again before it ran: that wake's latency is not measured.
             *resumed = None;
         }
@@ -200,16 +206,20 @@ mod tests {
             "a wake past its deadline is lost"
         );
         assert_eq!(
-            gate.observed(None, true, t0 + deadline + Duration::from_secs(1)),
+            gate.observed(1, false, true, t0 + deadline + Duration::from_secs(1)),
             Some(Duration::from_secs(1)),
             "wake latency: sent → running"
         );
         assert!(
-            gate.want(1, t0, deadline),
-            "a new cycle after the observed resume"
+            !gate.want(1, t0, deadline),
+            "a view read before the resume was observed sends nothing"
         );
-        gate.give_up(1);
-        assert!(gate.want(1, t0, deadline), "a failed wake is sent again");
+        assert!(
+            gate.want(2, t0, deadline),
+            "a new cycle for a new suspension"
+        );
+        gate.give_up(2);
+        assert!(gate.want(2, t0, deadline), "a failed wake is sent again");
     }
 
     #[test]
@@ -219,7 +229,7 @@ mod tests {
         let deadline = Duration::from_secs(60);
         assert!(gate.want(1, t0, deadline));
         // Suspended again while the woken sandbox was still starting, the resume unseen.
-        assert!(gate.observed(Some(2), false, t0).is_none());
+        assert!(gate.observed(2, true, false, t0).is_none());
         assert!(
             gate.want(2, t0, deadline),
             "the new suspension gets its own wake"

@@ -88,7 +88,7 @@ fn the_cycle_ends_on_any_desired_running_state_and_restarts_per_suspension() {
         now,
         deadline,
     };
-    let (cycle, action) = step_cycle(Cycle::Idle, want(1, t0));
+    let (cycle, action) = step_cycle(Cycle::NEW, want(1, t0));
     assert_eq!(action, Some(CycleAction::SendWake(1)));
     let (cycle, action) = step_cycle(cycle, want(1, t0 + Duration::from_secs(1)));
     assert_eq!(action, None, "single flight");
@@ -96,17 +96,28 @@ fn the_cycle_ends_on_any_desired_running_state_and_restarts_per_suspension() {
     let (cycle, action) = step_cycle(
         cycle,
         CycleEvent::Observed {
-            suspension: None,
+            suspension: 1,
+            suspended: false,
             now: later,
         },
     );
-    assert_eq!(cycle, Cycle::Idle);
+    assert_eq!(cycle, Cycle::Idle { settled: 1 });
     assert_eq!(action, Some(CycleAction::Ended(Duration::from_secs(2))));
-    let (cycle, _) = step_cycle(cycle, want(1, later));
+    let (cycle, action) = step_cycle(cycle, want(1, later));
+    assert_eq!(
+        action, None,
+        "a connection that read suspension 1 before it ended wakes nothing"
+    );
     let (cycle, action) = step_cycle(cycle, want(2, later));
     assert_eq!(action, Some(CycleAction::SendWake(2)), "a new suspension");
     let (cycle, action) = step_cycle(cycle, CycleEvent::GaveUp { suspension: 1 });
     assert_eq!((cycle, action), (cycle, None), "an old give-up is ignored");
     let (cycle, _) = step_cycle(cycle, CycleEvent::GaveUp { suspension: 2 });
-    assert_eq!(cycle, Cycle::Idle);
+    assert_eq!(cycle, Cycle::Idle { settled: 1 });
+    let (_, action) = step_cycle(cycle, want(2, later));
+    assert_eq!(
+        action,
+        Some(CycleAction::SendWake(2)),
+        "a wake given up is sent again"
+    );
 }

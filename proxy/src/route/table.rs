@@ -41,7 +41,8 @@ impl RouteTable {
         let now = Instant::now();
         if state == RouteState::Missing {
             if let Some((_, slot)) = self.map.remove(&key) {
-                slot.gate.observed(None, false, now);
+                let suspension = slot.state.borrow().suspension;
+                slot.gate.observed(suspension, false, false, now);
                 slot.state
                     .send_modify(|current| current.route = RouteState::Missing);
             }
@@ -54,17 +55,20 @@ impl RouteTable {
                 .value(),
         );
         let mut old = RouteState::Missing;
-        let mut suspension = None;
+        let mut suspension = 0;
         slot.state.send_modify(|current| {
             current.suspension = number_suspension(current.suspension, &current.route, &state);
-            suspension = state.is_wakeable().then_some(current.suspension);
+            suspension = current.suspension;
             old = std::mem::replace(&mut current.route, state.clone());
         });
         if dialable(&old) != dialable(&state) {
             slot.epoch.fetch_add(1, Ordering::AcqRel);
         }
         let running = matches!(state, RouteState::Running { .. });
-        if let Some(took) = slot.gate.observed(suspension, running, now) {
+        if let Some(took) = slot
+            .gate
+            .observed(suspension, state.is_wakeable(), running, now)
+        {
             metrics::histogram!(m::WAKE_DURATION_SECONDS).record(took.as_secs_f64());
             tracing::info!(sandbox.key = %key, wake.elapsed_ms = took.as_millis() as u64, "sandbox woke");
         }

@@ -52,12 +52,14 @@ fn a_suspend_before_ready_gets_a_wake_at_once() {
     let mut world = World::new();
     for cycle in 0..5 {
         world.run(Op::Connect);
+        world.run(Op::Want);
         world.check("connected");
         assert_eq!(world.wakes.len(), 1, "cycle {cycle}: one wake sent");
         world.run(Op::WakeOk);
         world.run(Op::Deliver); // Starting: desired Running seen
         world.run(Op::Suspend); // before Ready
         world.run(Op::Deliver);
+        world.run(Op::Want);
         world.check("suspended again");
         // The connection saw the new suspension and asked for its wake.
         assert_eq!(
@@ -72,4 +74,24 @@ fn a_suspend_before_ready_gets_a_wake_at_once() {
             world.run(op);
         }
     }
+}
+
+/// A connection that read the suspension just before the routing table saw the wake land asks
+/// for its wake after the cycle ended: nothing is sent again (the second PATCH that CI saw
+/// once in `tests/kube_wake.rs`).
+#[test]
+fn a_want_read_before_the_resume_sends_no_second_wake() {
+    let mut world = World::new();
+    world.run(Op::Connect);
+    world.run(Op::Want);
+    assert_eq!(world.wakes.len(), 1, "the first connection's wake");
+    world.run(Op::Connect); // reads Suspended(1) too; its want is still on its way
+    world.run(Op::WakeOk);
+    world.run(Op::Deliver); // desired Running seen: the cycle ends
+    world.run(Op::Want); // the second connection's stale want
+    assert!(world.wakes.is_empty(), "no second wake: {:?}", world.wakes);
+    world.check("stale want");
+    world.settle();
+    assert!(world.conns.iter().all(|c| c.end == Some(Ok(()))));
+    assert_eq!(world.sent.len(), 1, "one wake in all: {:?}", world.sent);
 }

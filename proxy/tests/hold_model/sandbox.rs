@@ -14,7 +14,13 @@ pub enum Op {
     Ready,
     NotReady,
     Delete,
-    Recreate { suspended: bool },
+    Recreate {
+        suspended: bool,
+    },
+    /// The oldest wake asked for by a connection reaches its slot's cycle (a connection reads
+    /// the route and asks for the wake in two steps, and the routing table may change the
+    /// route in between).
+    Want,
     WakeOk,
     WakeFail,
     Deliver,
@@ -34,6 +40,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::NotReady),
         1 => Just(Op::Delete),
         1 => any::<bool>().prop_map(|suspended| Op::Recreate { suspended }),
+        3 => Just(Op::Want),
         2 => Just(Op::WakeOk),
         1 => Just(Op::WakeFail),
         3 => Just(Op::Deliver),

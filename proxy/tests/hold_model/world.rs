@@ -47,6 +47,8 @@ pub struct World {
     pub slot: Option<Slot>,
     pub next_slot: u32,
     pub conns: Vec<Conn>,
+    /// Wakes asked for by connections, not yet seen by the slot's cycle: (slot, suspension).
+    pub wants: VecDeque<(u32, Suspension)>,
     /// Wake calls in flight: (slot, suspension).
     pub wakes: VecDeque<(u32, Suspension)>,
     /// When each (slot, suspension) wake was last sent and not given up.
@@ -73,6 +75,7 @@ impl World {
             slot: None,
             next_slot: 0,
             conns: Vec::new(),
+            wants: VecDeque::new(),
             wakes: VecDeque::new(),
             sent: HashMap::new(),
         };
@@ -117,7 +120,8 @@ impl World {
                 slot.cycle = hold::step_cycle(
                     slot.cycle,
                     CycleEvent::Observed {
-                        suspension: None,
+                        suspension: slot.suspension,
+                        suspended: false,
                         now,
                     },
                 )
@@ -137,14 +141,18 @@ impl World {
                 id: self.next_slot,
                 route: RouteState::Missing,
                 suspension: 0,
-                cycle: Cycle::Idle,
+                cycle: Cycle::NEW,
                 held: 0,
             }
         });
         slot.suspension = hold::number_suspension(slot.suspension, &slot.route, &state);
-        let suspension = state.is_wakeable().then_some(slot.suspension);
+        let event = CycleEvent::Observed {
+            suspension: slot.suspension,
+            suspended: state.is_wakeable(),
+            now,
+        };
         slot.route = state;
-        slot.cycle = hold::step_cycle(slot.cycle, CycleEvent::Observed { suspension, now }).0;
+        slot.cycle = hold::step_cycle(slot.cycle, event).0;
         self.notify();
     }
 
@@ -201,7 +209,10 @@ impl World {
                         slot.held += 1;
                         self.conns[i].counted = true;
                     }
-                    HoldAction::Wake(suspension) => self.want(suspension),
+                    HoldAction::Wake(suspension) => {
+                        let slot = self.conns[i].slot;
+                        self.wants.push_back((slot, suspension));
+                    }
                     HoldAction::Wait | HoldAction::Pause => {}
                     HoldAction::Dial => {
                         event = Some(if self.sandbox.listening() {
@@ -228,10 +239,15 @@ impl World {
         }
     }
 
-    /// `route::connect::maybe_wake`.
-    pub fn want(&mut self, suspension: Suspension) {
+    /// `route::connect::maybe_wake` for the oldest wake a connection asked for.
+    pub fn want(&mut self) {
         let now = self.now;
-        let slot = self.slot.as_mut().expect("a wake is asked on a live slot");
+        let Some((id, suspension)) = self.wants.pop_front() else {
+            return;
+        };
+        let Some(slot) = self.slot.as_mut().filter(|s| s.id == id) else {
+            return; // The connection's slot is gone (deleted): its gate goes with it.
+        };
         let event = CycleEvent::Want {
             suspension,
             now,
@@ -277,6 +293,16 @@ impl World {
         } else {
             slot.cycle = hold::step_cycle(slot.cycle, CycleEvent::GaveUp { suspension }).0;
             self.sent.remove(&(id, suspension));
+        }
+    }
+
+    /// Every connection pausing after a refused dial looks at the route again.
+    pub fn end_pauses(&mut self) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].end.is_none() && matches!(self.conns[i].hold, Hold::Backoff { .. }) {
+                let event = self.look();
+                self.drive(i, event);
+            }
         }
     }
 
@@ -327,6 +353,7 @@ impl World {
                     };
                 }
             }),
+            Op::Want => self.want(),
             Op::WakeOk => self.wake_answered(true),
             Op::WakeFail => self.wake_answered(false),
             Op::Deliver => self.deliver(),
@@ -365,7 +392,8 @@ impl World {
             .filter(|c| c.slot == slot.id && c.counted)
             .count();
         assert_eq!(slot.held, held, "{when}: held count");
-        if held > 0 && slot.route.is_wakeable() {
+        let asked = self.wants.contains(&(slot.id, slot.suspension));
+        if held > 0 && slot.route.is_wakeable() && !asked {
             assert!(
                 matches!(slot.cycle, Cycle::Waking { suspension, .. } if suspension == slot.suspension),
                 "{when}: {held} held for suspension {} and no wake: {:?}",
@@ -383,6 +411,9 @@ impl World {
             while !self.pending.is_empty() {
                 self.deliver();
             }
+            while !self.wants.is_empty() {
+                self.want();
+            }
             while !self.wakes.is_empty() {
                 self.wake_answered(true);
             }
@@ -392,9 +423,12 @@ impl World {
                     sb.endpoint = true;
                 }
             });
+            // Pauses after a refused dial end (their timer), even with no route change.
+            self.end_pauses();
             self.check("settling");
             if before == (self.sandbox.route(), self.known.clone(), self.wakes.len())
                 && self.pending.is_empty()
+                && self.wants.is_empty()
             {
                 return;
             }
