@@ -3,8 +3,8 @@
 //! finalizers, owner-reference cascading, label selectors and watch from a version).
 //!
 //! Reads run on the blocking pool against redb snapshots, concurrently. Writes go through one
-//! writer thread that commits durably before answering (see `writer`), then publishes the
-//! changes to the watch hub (see `watch`).
+//! writer thread that commits, publishes the changes to the watch hub (see `watch`), makes
+//! the commit durable and only then answers (see `writer`).
 
 mod error;
 mod meta;
@@ -26,8 +26,12 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::mpsc;
 
 pub use error::{OpenError, Result};
+pub(crate) use writer::RESERVE_BLOCK;
 
-use tables::{FORMAT, FORMAT_VERSION, META, OBJECTS, OWNERS, resource_version};
+use tables::{
+    FORMAT, FORMAT_VERSION, META, OBJECTS, OWNERS, RESOURCE_VERSION, reserved_version,
+    resource_version,
+};
 use watch::{Hub, HubLimits};
 
 /// Limits of an [`EmbeddedStore`]; the defaults suit one machine.
@@ -208,6 +212,18 @@ fn init(db: &Database, path: &Path) -> Result<u64> {
                     supported: FORMAT_VERSION,
                 });
             }
+        }
+        // Versions up to the reserved one may have been seen by watchers and readers in a
+        // commit that a crash then lost: continue above them, so no version means two things.
+        let damaged = |e: rouse_shared::store::StoreError| OpenError::Damaged {
+            path: path.to_owned(),
+            message: e.to_string(),
+        };
+        let current = resource_version(&meta).map_err(damaged)?;
+        let reserved = reserved_version(&meta).map_err(damaged)?;
+        if reserved > current {
+            meta.insert(RESOURCE_VERSION, reserved)
+                .map_err(|e| init_err(e.into()))?;
         }
     }
     tx.commit().map_err(|e| init_err(e.into()))?;

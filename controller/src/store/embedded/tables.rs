@@ -5,7 +5,8 @@
 //!   ordered by kind, then namespace, then name, so a list is one range scan.
 //! - `owners`: `(owner uid, kind, namespace, name)` → `()`: who each owner reference points
 //!   at, so a cascading delete finds dependents without scanning every kind.
-//! - `meta`: `"resource_version"` (the last version handed out) and `"format"`.
+//! - `meta`: `"resource_version"` (the last version handed out), `"reserved_version"` (versions
+//!   up to it may have been seen before they were durable; see `writer`) and `"format"`.
 
 use redb::{ReadableTable, TableDefinition};
 use rouse_shared::store::StoreError;
@@ -22,6 +23,9 @@ pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta")
 
 /// `meta` key of the last resourceVersion handed out.
 pub(crate) const RESOURCE_VERSION: &str = "resource_version";
+/// `meta` key of the highest version that may have been published before its commit was
+/// durable: a reopened store hands out versions above it, so none is ever seen twice.
+pub(crate) const RESERVED_VERSION: &str = "reserved_version";
 /// `meta` key of the file format version.
 pub(crate) const FORMAT: &str = "format";
 /// The file format this code writes and reads.
@@ -91,5 +95,15 @@ pub(crate) fn resource_version(
     Ok(table
         .get(RESOURCE_VERSION)
         .map_err(|e| unavailable("read resource version", e))?
+        .map_or(0, |v| v.value()))
+}
+
+/// The reserved version (see [`RESERVED_VERSION`]; 0 when none was reserved).
+pub(crate) fn reserved_version(
+    table: &impl ReadableTable<&'static str, u64>,
+) -> Result<u64, StoreError> {
+    Ok(table
+        .get(RESERVED_VERSION)
+        .map_err(|e| unavailable("read reserved version", e))?
         .map_or(0, |v| v.value()))
 }

@@ -1,24 +1,38 @@
 //! The single writer: one thread that takes requests from a bounded queue, runs a batch of
-//! them in one redb transaction, commits it durably, publishes the changes to watchers, and
-//! only then answers the callers.
+//! them in one redb transaction, commits it, publishes the changes to watchers, makes the
+//! commit durable, and only then answers the callers.
 //!
 //! redb allows one write transaction at a time and a durable commit costs an fsync, so one
 //! thread that groups the requests waiting in the queue (group commit) serves many writers
 //! with few fsyncs, and async callers never block a runtime thread on the write lock.
+//!
+//! Publishing before the fsync takes it off the path of whoever reacts to a change (a wake:
+//! the proxy's patch reaches the local runtime one fsync sooner, and the runtime's status
+//! patch reaches the proxy one fsync sooner) while no caller is answered before its write is
+//! durable. A crash in between loses a change that watchers may have seen but that nobody was
+//! told is written — as any unacknowledged write may be lost. Its resourceVersion is never
+//! handed out again: versions are reserved durably in blocks ahead of use
+//! ([`RESERVE_BLOCK`]), and a reopened store continues above the reservation.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use jiff::Timestamp;
-use redb::{Database, WriteTransaction};
+use redb::{Database, Durability, WriteTransaction};
 use rouse_shared::store::StoreError;
 use tokio::sync::{mpsc, oneshot};
 
 use super::ops::{Op, Outcome, execute};
 use super::select::ChangeType;
-use super::tables::{META, RESOURCE_VERSION, resource_version, unavailable};
+use super::tables::{
+    META, RESERVED_VERSION, RESOURCE_VERSION, reserved_version, resource_version, unavailable,
+};
 use super::txn::Txn;
 use super::watch::{Change, Hub};
+
+/// How many resourceVersions one durable reservation covers: one commit in this many is
+/// synced before its changes are published (the others are published first).
+pub(crate) const RESERVE_BLOCK: u64 = 10_000;
 
 /// A request and where its answer goes.
 pub(crate) struct Request {
@@ -54,45 +68,67 @@ pub(crate) fn spawn(
     Ok((tx, handle))
 }
 
-/// Runs, commits and answers one batch.
+/// Runs, commits, publishes and answers one batch.
 fn run_batch(db: &Database, hub: &Hub, batch: Vec<Request>) {
     let size = batch.len();
     let (ops, replies): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.reply)).unzip();
+    let fail = |replies: Vec<oneshot::Sender<_>>, err: StoreError| {
+        tracing::warn!(error = %err, batch.size = size, "store write batch failed");
+        let message = err.to_string();
+        for reply in replies {
+            let _ = reply.send(Err(StoreError::Unavailable {
+                message: message.clone(),
+                source: None,
+            }));
+        }
+    };
     match write(db, ops) {
-        Ok((results, changes)) => {
+        Ok(Written {
+            results,
+            changes,
+            synced,
+        }) => {
             count_objects(&changes);
+            let changed = !changes.is_empty();
             hub.publish(changes);
             metrics::histogram!("rouse_store_commit_batch_size").record(size as f64);
+            if changed
+                && !synced
+                && let Err(err) = sync(db)
+            {
+                // Published but maybe not durable: nobody is told it is written.
+                return fail(replies, err);
+            }
             for (reply, result) in replies.into_iter().zip(results) {
                 // A caller that gave up (its future was dropped) does not need the answer.
                 let _ = reply.send(result);
             }
         }
-        Err(err) => {
-            tracing::warn!(error = %err, batch.size = size, "store write batch failed");
-            let message = err.to_string();
-            for reply in replies {
-                let _ = reply.send(Err(StoreError::Unavailable {
-                    message: message.clone(),
-                    source: None,
-                }));
-            }
-        }
+        Err(err) => fail(replies, err),
     }
 }
 
-/// Per-request results and the committed changes; an error means nothing was committed.
-type Written = (Vec<Result<Outcome, StoreError>>, Vec<Change>);
+/// What one batch wrote.
+struct Written {
+    /// Per-request results.
+    results: Vec<Result<Outcome, StoreError>>,
+    /// The committed changes.
+    changes: Vec<Change>,
+    /// Whether the commit is already durable (a reservation was written with it).
+    synced: bool,
+}
 
+/// Runs the batch in one transaction and commits it, durably only when it takes versions
+/// beyond the reservation; an error means nothing was committed.
 fn write(db: &Database, ops: Vec<Op>) -> Result<Written, StoreError> {
-    let tx = db
+    let mut tx = db
         .begin_write()
         .map_err(|e| unavailable("begin write", e))?;
-    let rv = {
+    let (rv, reserved) = {
         let meta = tx
             .open_table(META)
             .map_err(|e| unavailable("open meta table", e))?;
-        resource_version(&meta)?
+        (resource_version(&meta)?, reserved_version(&meta)?)
     };
     let mut txn = Txn::new(&tx, rv, Timestamp::now());
     let mut results = Vec::with_capacity(ops.len());
@@ -106,18 +142,45 @@ fn write(db: &Database, ops: Vec<Op>) -> Result<Written, StoreError> {
     let (rv, changes) = txn.finish();
     if changes.is_empty() {
         abort(tx);
-    } else {
-        {
-            let mut meta = tx
-                .open_table(META)
-                .map_err(|e| unavailable("open meta table", e))?;
-            meta.insert(RESOURCE_VERSION, rv)
-                .map_err(|e| unavailable("write resource version", e))?;
-        }
-        // Durability::Immediate (redb's default): the commit returns once the data is synced.
-        tx.commit().map_err(|e| unavailable("commit", e))?;
+        return Ok(Written {
+            results,
+            changes,
+            synced: true,
+        });
     }
-    Ok((results, changes))
+    let reserve = rv > reserved;
+    {
+        let mut meta = tx
+            .open_table(META)
+            .map_err(|e| unavailable("open meta table", e))?;
+        meta.insert(RESOURCE_VERSION, rv)
+            .map_err(|e| unavailable("write resource version", e))?;
+        if reserve {
+            meta.insert(RESERVED_VERSION, rv.saturating_add(RESERVE_BLOCK))
+                .map_err(|e| unavailable("write reserved version", e))?;
+        }
+    }
+    if !reserve {
+        // Visible to readers at once; made durable by `sync` before anyone is answered.
+        tx.set_durability(Durability::None)
+            .map_err(|e| StoreError::Unavailable {
+                message: format!("set durability: {e}"),
+                source: Some(Box::new(e)),
+            })?;
+    }
+    tx.commit().map_err(|e| unavailable("commit", e))?;
+    Ok(Written {
+        results,
+        changes,
+        synced: reserve,
+    })
+}
+
+/// Makes every earlier commit durable: an empty durable commit (redb syncs the ones before
+/// it with it).
+fn sync(db: &Database) -> Result<(), StoreError> {
+    let tx = db.begin_write().map_err(|e| unavailable("begin sync", e))?;
+    tx.commit().map_err(|e| unavailable("sync commit", e))
 }
 
 fn abort(tx: WriteTransaction) {
