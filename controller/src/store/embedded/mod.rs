@@ -26,6 +26,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::mpsc;
 
 pub use error::{OpenError, Result};
+#[cfg(test)]
 pub(crate) use writer::RESERVE_BLOCK;
 
 use tables::{
