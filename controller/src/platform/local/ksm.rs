@@ -263,6 +263,25 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_write_leaves_ksm_off_and_names_the_file() {
+        let (dir, config) = sysfs("0");
+        // A file that cannot be written, as sysfs is for a non-root user.
+        std::fs::remove_file(dir.path().join("sleep_millisecs")).expect("remove");
+        std::fs::create_dir(dir.path().join("sleep_millisecs")).expect("mkdir");
+        let ksm = Ksm::new(config);
+        let KsmState::Unavailable(message) = ksm.ensure() else {
+            panic!("KSM must stay off");
+        };
+        assert!(message.contains("sleep_millisecs"), "{message}");
+        assert!(message.contains("as root"), "{message}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("run")).expect("read"),
+            "0",
+            "run is written last, after the rate"
+        );
+    }
+
+    #[test]
     fn a_kernel_without_ksm_is_unavailable_not_an_error() {
         let dir = tempfile::tempdir().expect("tempdir");
         let ksm = Ksm::new(KsmConfig {
