@@ -18,7 +18,7 @@ pub const KSM_SYSFS: &str = "/sys/kernel/mm/ksm";
 pub const DEFAULT_PAGES_TO_SCAN: u32 = 1000;
 /// Default milliseconds `ksmd` sleeps between scans (the kernel's own default).
 pub const DEFAULT_SLEEP_MILLISECS: u32 = 20;
-/// Bounds the pages of one process list walk of `/proc`, so a read of a group is bounded.
+/// Bounds the entries one walk of `/proc` reads, so reading a process group is bounded.
 const MAX_PROCESSES: usize = 1 << 16;
 
 /// How the platform drives KSM (`[runtime.ksm]` of `rouse up`).
