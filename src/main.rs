@@ -46,6 +46,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The memory-sharing trampoline execs a workload: it parses nothing else and starts no
+    // runtime, so it comes before the command line parser.
+    let mut raw = std::env::args_os().skip(1);
+    if raw
+        .next()
+        .is_some_and(|first| first == rouse_controller::platform::local::MERGE_EXEC_COMMAND)
+    {
+        return cmd::merge_exec::run(raw);
+    }
     let cli = Cli::parse();
     let (result, error_code) = match cli.command {
         Command::Crds(args) => (cmd::crds::run(&args), 2),

@@ -5,6 +5,8 @@
 //! ([`sandbox::reconcile_sandbox`]) that both modes call: the kube-runtime controller in
 //! Kubernetes mode and the store-watch driver in standalone mode.
 
+#![forbid(unsafe_code)]
+
 pub mod api;
 pub mod claim;
 pub mod extensions;

@@ -5,6 +5,8 @@
 //! compare across machines. Loops are bounded both by a count and by a time budget. Run the
 //! release build: `cargo run --release -p rouse-loadtest -- --help`.
 
+#![forbid(unsafe_code)]
+
 pub mod claims;
 pub mod controller;
 pub mod measure;

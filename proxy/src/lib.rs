@@ -8,6 +8,8 @@
 //! accept ([`server`], [`l7`]) → classify → route ([`route`]) → hold/wake ([`hold`], [`wake`]) → connect
 //! ([`Router::connect`]) → splice/proxy ([`l7`], [`l4`]) → account ([`activity`], [`metrics`]).
 
+#![forbid(unsafe_code)]
+
 mod accept;
 pub mod activity;
 mod admin;

@@ -9,6 +9,7 @@ pub mod delete;
 pub mod get;
 pub mod kubeconfig;
 pub mod logs;
+pub mod merge_exec;
 pub mod mode;
 pub mod proxy;
 pub mod table;

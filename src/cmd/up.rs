@@ -78,6 +78,9 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     let store = EmbeddedStore::open(&data_dir.join(STORE_FILE_NAME))?;
     let mut local = LocalConfig::new(data_dir);
     local.runsc = config.runtime.runsc.clone();
+    local.ksm = config.runtime.ksm.to_config();
+    // Merge sandboxes start through this binary's `__merge-exec` trampoline.
+    local.merge_exec = Some(std::env::current_exe().context("cannot locate the rouse binary")?);
     let platform = LocalPlatform::new(local)?;
 
     let token = if args.no_auth {

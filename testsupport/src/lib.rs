@@ -1,5 +1,7 @@
 //! Test-only support code for Rouse. Never a dependency of the shipped binary: only
 //! `[dev-dependencies]` name this crate.
 
+#![forbid(unsafe_code)]
+
 pub mod cluster;
 pub mod kube;

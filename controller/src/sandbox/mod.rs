@@ -6,13 +6,18 @@ mod conditions;
 mod observed;
 mod plan;
 mod reconcile;
+mod sharing;
 mod workload;
 
 pub use action::{Action, SandboxOp, ServiceSpec, VolumeSpec, WorkloadSpec};
 pub use conditions::Transition;
-pub use observed::{Observed, ObservedService, ObservedVolume, Ownership, Workload, WorkloadPhase};
+pub use observed::{
+    Observed, ObservedMemorySharing, ObservedService, ObservedVolume, Ownership, SharingState,
+    Workload, WorkloadPhase,
+};
 pub use plan::{Plan, plan};
 pub use reconcile::{ReconcileError, ReconcileOutcome, reconcile_sandbox};
+pub use sharing::MEMORY_SHARING_REFRESH;
 pub use workload::{pod_name, pod_template_hash, volume_specs, workload_spec};
 
 #[cfg(test)]

@@ -24,6 +24,34 @@ pub struct Observed {
     /// The platform's `Checkpointed` condition (see [`crate::snapshot::outcome`]), for a
     /// sandbox suspended by checkpoint; copied into the status as it is.
     pub checkpoint: Option<Condition>,
+    /// What the platform can say about memory sharing, for a sandbox with
+    /// `spec.memorySharing: Merge` (`None` otherwise, or where the platform says nothing).
+    pub memory_sharing: Option<ObservedMemorySharing>,
+}
+
+/// Memory sharing of a sandbox's workload as its platform sees it: the `MemorySharing`
+/// condition and `status.memorySharing`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedMemorySharing {
+    /// Where merging stands.
+    pub state: SharingState,
+    /// The condition's message.
+    pub message: String,
+    /// Bytes of the workload's memory merged now; `None` when no workload runs.
+    pub merged_bytes: Option<u64>,
+}
+
+/// Where merging stands for one sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharingState {
+    /// The workload is marked mergeable and KSM runs (or it will be, once a workload starts).
+    Merging,
+    /// KSM is off or missing and could not be turned on.
+    KsmUnavailable,
+    /// The workload runs but could not be marked mergeable.
+    NotMarked,
+    /// The runtime cannot merge this sandbox's memory at all (gVisor).
+    Unsupported,
 }
 
 /// One workload (a Pod, or a local process) and its state.

@@ -200,6 +200,11 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
     if let Some(checkpoint) = &observed.checkpoint {
         status.conditions.push(checkpoint.clone());
     }
+    let mut refresh = None;
+    if let Some(sharing) = &observed.memory_sharing {
+        wants.push(super::sharing::want(sharing));
+        (status.memory_sharing, refresh) = super::sharing::status(sharing);
+    }
     match ours {
         Some(w) if w.phase.is_terminal() => {
             let why = if w.phase == WorkloadPhase::Succeeded {
@@ -250,8 +255,9 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
 
     out.requeue_after = deadlines
         .into_iter()
-        .min()
-        .map(|deadline| until(now, deadline));
+        .map(|deadline| until(now, deadline))
+        .chain(refresh)
+        .min();
     out
 }
 

@@ -59,10 +59,13 @@ struct Blueprint<'a> {
     volume_claim_templates: &'a [PersistentVolumeClaimTemplate],
     service: Option<bool>,
     suspension: Option<&'a rouse_shared::api::Suspension>,
+    // Left out while unset, so the hashes of templates that never set it stay as they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_sharing: Option<rouse_shared::api::MemorySharing>,
 }
 
 /// The hash of a template's blueprint (pod template, volume claim templates, service,
-/// suspension) as 8 hex digits: a pool member whose `sandbox-template-hash` label differs
+/// suspension, memory sharing) as 8 hex digits: a pool member whose `sandbox-template-hash` label differs
 /// was made from an older version.
 pub fn template_hash(spec: &SandboxTemplateSpec) -> String {
     let blueprint = Blueprint {
@@ -70,6 +73,7 @@ pub fn template_hash(spec: &SandboxTemplateSpec) -> String {
         volume_claim_templates: &spec.volume_claim_templates,
         service: spec.service,
         suspension: spec.suspension.as_ref(),
+        memory_sharing: spec.memory_sharing,
     };
     // Serializing plain data structures cannot fail; an empty input would still hash.
     let bytes = serde_json::to_vec(&blueprint).unwrap_or_default();
@@ -95,6 +99,7 @@ pub fn sandbox_spec(template_name: &str, spec: &SandboxTemplateSpec) -> SandboxS
         volume_claim_templates: spec.volume_claim_templates.clone(),
         service: spec.service,
         suspension: spec.suspension.clone(),
+        memory_sharing: spec.memory_sharing,
         ..SandboxSpec::default()
     }
 }

@@ -218,3 +218,31 @@ fn managed_network_policy_defaults_and_opt_out() {
     t.spec.network_policy_management = Some(NetworkPolicyManagement::Unmanaged);
     assert!(network_policy(&t).is_none());
 }
+
+#[test]
+fn memory_sharing_is_copied_and_changes_the_hash_only_when_set() {
+    use rouse_shared::api::MemorySharing;
+
+    let mut t = template("python");
+    let unset = super::template_hash(&t.spec);
+    assert_eq!(sandbox_spec("python", &t.spec).memory_sharing, None);
+
+    t.spec.memory_sharing = Some(MemorySharing::Merge);
+    assert_eq!(
+        sandbox_spec("python", &t.spec).memory_sharing,
+        Some(MemorySharing::Merge),
+        "sandboxes made from the template carry it"
+    );
+    let merge = super::template_hash(&t.spec);
+    assert_ne!(
+        merge, unset,
+        "pool members made before the change are stale"
+    );
+
+    t.spec.memory_sharing = None;
+    assert_eq!(
+        super::template_hash(&t.spec),
+        unset,
+        "templates that never set it keep their hash"
+    );
+}

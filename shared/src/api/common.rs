@@ -123,6 +123,18 @@ impl Default for Suspension {
     }
 }
 
+/// Whether a sandbox's memory may be merged with identical memory of other sandboxes (Rouse
+/// addition; see docs/memory-sharing.md).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum MemorySharing {
+    /// The workload's memory is its own (the default).
+    #[default]
+    None,
+    /// The workload's anonymous memory is offered to the kernel's same-page merging (KSM):
+    /// pages identical to another opted-in process's are kept once, copy-on-write.
+    Merge,
+}
+
 /// A reference to another object of the same namespace, by name.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

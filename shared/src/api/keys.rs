@@ -47,6 +47,9 @@ pub mod condition {
     pub const FINISHED: &str = "Finished";
     /// The claim passed its expiry.
     pub const CLAIM_EXPIRED: &str = "ClaimExpired";
+    /// Only with `spec.memorySharing: Merge`: whether the workload's memory is offered for
+    /// merging (Rouse's own).
+    pub const MEMORY_SHARING: &str = "MemorySharing";
 }
 
 /// Condition reasons.
@@ -79,4 +82,12 @@ pub mod reason {
     pub const POD_STATE_UNKNOWN: &str = "PodStateUnknown";
     /// `PodTemplateUpToDate=False`: the workload runs an older `spec.podTemplate.spec`.
     pub const RESTART_REQUIRED: &str = "RestartRequired";
+    /// `MemorySharing=True`: the workload is marked mergeable and KSM runs.
+    pub const MERGING: &str = "Merging";
+    /// `MemorySharing=False`: KSM is missing or off and could not be turned on.
+    pub const KSM_UNAVAILABLE: &str = "KsmUnavailable";
+    /// `MemorySharing=False`: the workload's processes could not be marked mergeable.
+    pub const NOT_MARKED: &str = "NotMarked";
+    /// `MemorySharing=False`: the runtime cannot merge this sandbox's memory (gVisor).
+    pub const UNSUPPORTED: &str = "Unsupported";
 }

@@ -19,11 +19,13 @@ pub use claim::{
     SandboxClaimSpec, SandboxClaimStatus,
 };
 pub use common::{
-    EmbeddedObjectMetadata, LocalObjectReference, OperatingMode, PersistentVolumeClaimTemplate,
-    PodMetadata, PodTemplate, ShutdownPolicy, Suspension, SuspensionStrategy,
+    EmbeddedObjectMetadata, LocalObjectReference, MemorySharing, OperatingMode,
+    PersistentVolumeClaimTemplate, PodMetadata, PodTemplate, ShutdownPolicy, Suspension,
+    SuspensionStrategy,
 };
 pub use sandbox::{
-    Endpoint, EndpointPort, LastSnapshot, RestoreFrom, Sandbox, SandboxSpec, SandboxStatus,
+    Endpoint, EndpointPort, LastSnapshot, MemorySharingStatus, RestoreFrom, Sandbox, SandboxSpec,
+    SandboxStatus,
 };
 pub use snapshot::{SandboxSnapshot, SandboxSnapshotSpec, SandboxSnapshotStatus, SnapshotPhase};
 pub use template::{

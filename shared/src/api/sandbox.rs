@@ -8,7 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{
-    OperatingMode, PersistentVolumeClaimTemplate, PodTemplate, ShutdownPolicy, Suspension,
+    MemorySharing, OperatingMode, PersistentVolumeClaimTemplate, PodTemplate, ShutdownPolicy,
+    Suspension,
 };
 
 /// Desired state of a sandbox.
@@ -92,6 +93,11 @@ pub struct SandboxSpec {
     /// Start from this snapshot instead of empty volumes (Rouse addition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<RestoreFrom>,
+    /// Whether the workload's memory may be merged with identical memory of other sandboxes;
+    /// defaults to `None` (Rouse addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "None"))]
+    pub memory_sharing: Option<MemorySharing>,
 }
 
 impl SandboxSpec {
@@ -112,6 +118,11 @@ impl SandboxSpec {
     /// The effective operating mode: `Running` unless set.
     pub fn effective_operating_mode(&self) -> OperatingMode {
         self.operating_mode.unwrap_or_default()
+    }
+
+    /// The effective memory sharing: `None` unless set.
+    pub fn effective_memory_sharing(&self) -> MemorySharing {
+        self.memory_sharing.unwrap_or_default()
     }
 
     /// The effective shutdown policy: `Retain` unless set.
@@ -164,6 +175,20 @@ pub struct SandboxStatus {
     /// Where the proxy dials the sandbox (Rouse addition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<Endpoint>,
+    /// How much of the workload's memory is merged with other sandboxes', for a sandbox with
+    /// `spec.memorySharing: Merge` whose runtime reports it (Rouse addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_sharing: Option<MemorySharingStatus>,
+}
+
+/// The merged memory of a sandbox's workload (Rouse addition).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemorySharingStatus {
+    /// Bytes of the workload's memory that are currently merged (backed by a page shared with
+    /// other processes), summed over its processes.
+    #[schemars(range(min = 0))]
+    pub merged_bytes: i64,
 }
 
 /// The newest snapshot of a sandbox (Rouse addition).

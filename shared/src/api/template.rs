@@ -6,7 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{PersistentVolumeClaimTemplate, PodTemplate, Suspension};
+use super::common::{MemorySharing, PersistentVolumeClaimTemplate, PodTemplate, Suspension};
 
 /// A sandbox blueprint and the policies that govern sandboxes made from it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -61,6 +61,11 @@ pub struct SandboxTemplateSpec {
     /// Idle suspension, copied to sandboxes made from this template (Rouse addition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspension: Option<Suspension>,
+    /// Memory sharing, copied to sandboxes made from this template; defaults to `None`
+    /// (Rouse addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "None"))]
+    pub memory_sharing: Option<MemorySharing>,
 }
 
 /// The rules of a template's managed NetworkPolicy.

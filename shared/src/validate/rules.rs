@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::text::quote;
 use super::{FieldPath, Findings, meta, pod, schema};
 use crate::api::{
-    NetworkPolicyManagement, PodMetadata, Sandbox, SandboxClaim, SandboxSnapshot, SandboxTemplate,
-    SandboxWarmPool,
+    MemorySharing, NetworkPolicyManagement, PodMetadata, PodTemplate, Sandbox, SandboxClaim,
+    SandboxSnapshot, SandboxTemplate, SandboxWarmPool,
 };
 use crate::names;
 
@@ -77,6 +77,7 @@ fn sandbox(s: &Sandbox, out: &mut Findings) {
         name,
         out,
     );
+    memory_sharing(s.spec.memory_sharing, &s.spec.pod_template, out);
     if let Some(restore) = &s.spec.restore_from {
         let path = FieldPath::of(&["spec", "restoreFrom", "snapshotName"]);
         reference(&restore.snapshot_name, &path, out);
@@ -99,6 +100,7 @@ fn template(t: &SandboxTemplate, out: &mut Findings) {
         None,
         out,
     );
+    memory_sharing(t.spec.memory_sharing, &t.spec.pod_template, out);
     if t.spec.network_policy_management == Some(NetworkPolicyManagement::Unmanaged)
         && t.spec.network_policy.is_some()
     {
@@ -116,6 +118,21 @@ fn template(t: &SandboxTemplate, out: &mut Findings) {
                 format!("the managed NetworkPolicy would be named \"{policy}\": {e}"),
             );
         }
+    }
+}
+
+/// `memorySharing: Merge` under gVisor merges nothing (its memory is one shared file): valid,
+/// but worth saying before the sandbox's condition does.
+fn memory_sharing(sharing: Option<MemorySharing>, pod: &PodTemplate, out: &mut Findings) {
+    if sharing == Some(MemorySharing::Merge)
+        && pod.spec.runtime_class_name.as_deref() == Some("gvisor")
+    {
+        out.warn(
+            &FieldPath::of(&["spec", "memorySharing"]),
+            "has no effect with runtimeClassName gvisor: its memory is one shared file that KSM \
+             does not merge (the sandbox reports MemorySharing=False/Unsupported)"
+                .to_owned(),
+        );
     }
 }
 

@@ -187,6 +187,16 @@ fn sandbox_documents() {
             ],
         },
         Case {
+            name: "memory sharing",
+            yaml: "metadata: {name: web}\nspec:\n  memorySharing: Share\n  podTemplate: {spec: {containers: [{name: app, image: a}]}}\n",
+            want: &[(Error, "spec.memorySharing", "None, Merge")],
+        },
+        Case {
+            name: "memory sharing under gvisor",
+            yaml: "metadata: {name: web}\nspec:\n  memorySharing: Merge\n  podTemplate: {spec: {runtimeClassName: gvisor, containers: [{name: app, image: a}]}}\n",
+            want: &[(Warning, "spec.memorySharing", "no effect")],
+        },
+        Case {
             name: "empty snapshot name",
             yaml: "metadata: {name: web}\nspec:\n  restoreFrom: {snapshotName: ''}\n  podTemplate: {spec: {containers: [{name: app, image: a}]}}\n",
             want: &[(

@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use rouse_controller::api::ApiConfig;
+use rouse_controller::platform::local::{
+    DEFAULT_PAGES_TO_SCAN, DEFAULT_SLEEP_MILLISECS, KsmConfig,
+};
 use serde::Deserialize;
 
 /// The top-level sections `rouse up` owns; everything else belongs to the proxy.
@@ -54,12 +57,51 @@ pub struct RuntimeSection {
     /// The `runsc` binary for `runtimeClassName: gvisor`: a path, or a name looked up on
     /// `PATH`. Default `runsc`.
     pub runsc: PathBuf,
+    /// `[runtime.ksm]`: kernel same-page merging for `memorySharing: Merge` sandboxes.
+    pub ksm: KsmSection,
 }
 
 impl Default for RuntimeSection {
     fn default() -> Self {
         Self {
             runsc: PathBuf::from("runsc"),
+            ksm: KsmSection::default(),
+        }
+    }
+}
+
+/// `[runtime.ksm]`: how `rouse up` drives KSM for sandboxes with `memorySharing: Merge`
+/// (docs/memory-sharing.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KsmSection {
+    /// Turn KSM on (`/sys/kernel/mm/ksm/run = 1`) with the rate below when the first Merge
+    /// sandbox starts. Default true; false leaves KSM to the operator.
+    pub manage: bool,
+    /// Pages `ksmd` scans per wake-up. Default 1000.
+    pub pages_to_scan: u32,
+    /// Milliseconds `ksmd` sleeps between wake-ups. Default 20.
+    pub sleep_millisecs: u32,
+}
+
+impl Default for KsmSection {
+    fn default() -> Self {
+        Self {
+            manage: true,
+            pages_to_scan: DEFAULT_PAGES_TO_SCAN,
+            sleep_millisecs: DEFAULT_SLEEP_MILLISECS,
+        }
+    }
+}
+
+impl KsmSection {
+    /// The local platform's KSM settings.
+    pub fn to_config(&self) -> KsmConfig {
+        KsmConfig {
+            manage: self.manage,
+            pages_to_scan: self.pages_to_scan,
+            sleep_millisecs: self.sleep_millisecs,
+            ..KsmConfig::default()
         }
     }
 }
@@ -120,6 +162,9 @@ mod tests {
         assert_eq!(config.api.listen, ApiConfig::DEFAULT_LISTEN);
         assert!(config.api.tls);
         assert_eq!(config.runtime.runsc, PathBuf::from("runsc"));
+        assert!(config.runtime.ksm.manage);
+        assert_eq!(config.runtime.ksm.pages_to_scan, DEFAULT_PAGES_TO_SCAN);
+        assert_eq!(config.runtime.ksm.sleep_millisecs, DEFAULT_SLEEP_MILLISECS);
         assert_eq!(
             config.proxy.http.listen,
             Some("127.0.0.1:8080".parse().expect("address"))
@@ -165,5 +210,18 @@ mod tests {
         );
         let err = UpConfig::from_toml("[directory]\nkind = \"static\"\n").expect_err("static");
         assert!(format!("{err:#}").contains("[directory]"), "{err:#}");
+    }
+
+    #[test]
+    fn the_ksm_rate_is_configurable_and_typos_are_rejected() {
+        let text = "[runtime.ksm]\npages_to_scan = 5000\nsleep_millisecs = 10\nmanage = false\n";
+        let config = UpConfig::from_toml(text).expect("valid config");
+        let ksm = config.runtime.ksm.to_config();
+        assert_eq!(
+            (ksm.pages_to_scan, ksm.sleep_millisecs, ksm.manage),
+            (5000, 10, false)
+        );
+        let error = UpConfig::from_toml("[runtime.ksm]\npages = 1\n").expect_err("unknown key");
+        assert!(format!("{error:#}").contains("pages"), "{error:#}");
     }
 }

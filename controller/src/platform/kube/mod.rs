@@ -16,13 +16,16 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
-use rouse_shared::api::Sandbox;
 use rouse_shared::api::keys::SANDBOX_NAME_HASH;
+use rouse_shared::api::{MemorySharing, Sandbox};
 use rouse_shared::names::sandbox_name_hash;
 use serde_json::json;
 
 use super::{Platform, PlatformError, Result};
-use crate::sandbox::{Action, Observed, ObservedService, ObservedVolume, pod_name, volume_specs};
+use crate::sandbox::{
+    Action, Observed, ObservedMemorySharing, ObservedService, ObservedVolume, SharingState,
+    pod_name, volume_specs,
+};
 
 pub(crate) use objects::is_owned_by;
 
@@ -120,6 +123,14 @@ impl Platform for KubePlatform {
             // The proxy runs apart; its reports reach the status instead.
             activity: None,
             checkpoint: None,
+            // Merging is the node's business (its KSM, or Kata VM templating): say so.
+            memory_sharing: (sandbox.spec.effective_memory_sharing() == MemorySharing::Merge)
+                .then(|| ObservedMemorySharing {
+                    state: SharingState::Unsupported,
+                    message: "on Kubernetes, memory merging is set up on the nodes (KSM, or Kata                               VM templating), not per sandbox: see docs/memory-sharing.md"
+                        .to_owned(),
+                    merged_bytes: None,
+                }),
         })
     }
 

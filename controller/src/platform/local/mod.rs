@@ -7,6 +7,7 @@ mod checkpoint;
 mod env;
 mod error;
 mod gvisor;
+mod ksm;
 mod launch;
 mod layout;
 mod netns;
@@ -15,6 +16,7 @@ mod platform;
 mod ports;
 mod probe;
 mod process;
+mod sharing;
 mod spec;
 mod supervisor;
 mod sweep;
@@ -22,6 +24,10 @@ mod sweep;
 pub use activity::ActivityView;
 pub use error::{Error, Result};
 pub use gvisor::{INSTALL_HINT, Runsc};
+pub use ksm::{
+    DEFAULT_PAGES_TO_SCAN, DEFAULT_SLEEP_MILLISECS, KSM_SYSFS, Ksm, KsmConfig, KsmState,
+    MERGE_EXEC_COMMAND,
+};
 pub use launch::MAX_LOG_BYTES;
 pub use layout::{Layout, env_suffix};
 pub use pidfile::write as write_pid_file;

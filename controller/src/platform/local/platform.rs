@@ -8,15 +8,17 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use rouse_shared::api::{EndpointPort, OperatingMode, Sandbox, SuspensionStrategy};
+use rouse_shared::api::{EndpointPort, MemorySharing, OperatingMode, Sandbox, SuspensionStrategy};
 use rouse_shared::store::ObjectKey;
 use tokio::sync::mpsc;
 
 use super::activity::ActivityView;
 use super::error::Error;
 use super::gvisor::Runsc;
+use super::ksm::{Ksm, KsmConfig};
 use super::layout::{Layout, ensure_dir};
 use super::pidfile;
+use super::sharing;
 use super::spec::{LaunchSpec, PortSpec};
 use super::supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
 use super::sweep::{self, Claim};
@@ -42,6 +44,12 @@ pub struct LocalConfig {
     /// The DNS suffix in `status.serviceFQDN`. Default `cluster.local` (nothing resolves it
     /// in standalone mode).
     pub cluster_domain: String,
+    /// How KSM is driven for sandboxes with `spec.memorySharing: Merge`.
+    pub ksm: KsmConfig,
+    /// The program that marks a Merge workload mergeable and execs it (the `rouse` binary,
+    /// run as `rouse __merge-exec -- ...`); `None` runs Merge workloads unmarked, with a
+    /// `MemorySharing=False/NotMarked` condition. Default `None`.
+    pub merge_exec: Option<PathBuf>,
 }
 
 impl LocalConfig {
@@ -51,6 +59,8 @@ impl LocalConfig {
             data_dir: data_dir.into(),
             runsc: PathBuf::from("runsc"),
             cluster_domain: "cluster.local".to_owned(),
+            ksm: KsmConfig::default(),
+            merge_exec: None,
         }
     }
 }
@@ -69,6 +79,7 @@ struct Inner {
     changes_rx: Mutex<Option<mpsc::Receiver<ObjectKey>>>,
     activity: OnceLock<Arc<dyn ActivityView>>,
     quiesce: OnceLock<Arc<dyn Quiesce>>,
+    ksm: Ksm,
 }
 
 #[derive(Default)]
@@ -119,6 +130,7 @@ impl LocalPlatform {
         let (changes_tx, changes_rx) = mpsc::channel(CHANGES_CAPACITY);
         Ok(Self {
             inner: Arc::new(Inner {
+                ksm: Ksm::new(config.ksm.clone()),
                 config,
                 layout,
                 state: Mutex::new(State::default()),
@@ -268,6 +280,10 @@ impl LocalPlatform {
             .map(observed_workload)
             .into_iter()
             .collect();
+        let pgid = state
+            .workloads
+            .get(&key)
+            .and_then(|e| e.workload.status().pgid);
         let service = state.services.get(&key).map(|name| ObservedService {
             name: name.clone(),
             owned: true,
@@ -294,6 +310,12 @@ impl LocalPlatform {
                 .then(|| CheckpointOutcome::read(&self.inner.layout.checkpoint_dir(&key)))
                 .flatten()
                 .map(|outcome| outcome.condition()),
+            memory_sharing: sharing::observe(
+                &self.inner.ksm,
+                sandbox,
+                pgid,
+                self.inner.config.merge_exec.is_some(),
+            ),
         }
     }
 
@@ -302,6 +324,15 @@ impl LocalPlatform {
         let what = || format!("create workload {key}");
         let mut launch = LaunchSpec::from_pod(&spec.spec).map_err(|e| platform_error(what(), e))?;
         launch.checkpoint = checkpoints(sandbox);
+        if launch.runtime == super::RuntimeKind::Process
+            && sandbox.spec.effective_memory_sharing() == MemorySharing::Merge
+            && let Some(trampoline) = &self.inner.config.merge_exec
+        {
+            // KSM is turned on the first time it is needed; if it cannot be, the sandbox
+            // still starts and its condition says why.
+            self.inner.ksm.ensure();
+            launch.merge_exec = Some(trampoline.clone());
+        }
         let runsc = match launch.runtime {
             super::RuntimeKind::Gvisor => Some(
                 Runsc::locate(&self.inner.config.runsc, &self.inner.layout)

@@ -7,6 +7,7 @@ use rouse_shared::store::ObjectKey;
 
 use super::env::{inherited_host_env, resolve};
 use super::error::Result;
+use super::ksm::MERGE_EXEC_COMMAND;
 use super::launch::Launch;
 use super::layout::{Layout, ensure_dir};
 use super::ports::PortMap;
@@ -37,9 +38,19 @@ pub fn prepare(
     let mut argv = resolved.argv.into_iter();
     // `LaunchSpec` guarantees a non-empty command.
     let program = argv.next().unwrap_or_default();
+    let (program, args) = match &spec.merge_exec {
+        // The trampoline marks itself mergeable, then execs the workload in its place (same
+        // pid, group, environment and directory), so the mark is inherited by all it starts.
+        Some(trampoline) => {
+            let mut args = vec![MERGE_EXEC_COMMAND.to_owned(), "--".to_owned(), program];
+            args.extend(argv);
+            (trampoline.clone(), args)
+        }
+        None => (PathBuf::from(program), argv.collect()),
+    };
     Ok(Launch {
-        program: program.into(),
-        args: argv.collect(),
+        program,
+        args,
         env: resolved.env,
         cwd,
     })

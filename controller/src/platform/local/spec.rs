@@ -114,6 +114,9 @@ pub struct LaunchSpec {
     /// Suspend by checkpoint (`spec.suspension.strategy: Checkpoint`): a gvisor workload then
     /// runs in a network namespace of its own, which runsc can checkpoint.
     pub checkpoint: bool,
+    /// `spec.memorySharing: Merge` on the process runtime: the program that marks the
+    /// workload mergeable before it execs it (`rouse __merge-exec`); `None` runs it as is.
+    pub merge_exec: Option<PathBuf>,
 }
 
 impl LaunchSpec {
@@ -151,6 +154,7 @@ impl LaunchSpec {
             grace: grace(pod.termination_grace_period_seconds),
             rootfs,
             checkpoint: false,
+            merge_exec: None,
         })
     }
 }

@@ -278,3 +278,26 @@ async fn a_port_taken_by_another_program_moves_the_workload_to_a_new_port() {
     drop(thief);
     workload.stop().await;
 }
+
+#[test]
+fn a_merge_workload_starts_through_the_trampoline_with_its_command_after_the_marker() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let layout = Layout::new(data.path());
+    let mut spec = LaunchSpec::from_pod(&pod("serve")).expect("valid pod");
+    let (ports, _lease) = super::super::PortMap::allocate(&spec.ports).expect("ports");
+    let plain =
+        super::super::process::prepare(&layout, &key("box"), &spec, &ports).expect("prepared");
+    assert_eq!(plain.program, Path::new("sh"));
+    assert_eq!(plain.args, ["-c", "serve"]);
+
+    spec.merge_exec = Some("/opt/rouse".into());
+    let merged =
+        super::super::process::prepare(&layout, &key("box"), &spec, &ports).expect("prepared");
+    assert_eq!(merged.program, Path::new("/opt/rouse"));
+    assert_eq!(merged.args, ["__merge-exec", "--", "sh", "-c", "serve"]);
+    assert_eq!(
+        (merged.env, merged.cwd),
+        (plain.env, plain.cwd),
+        "same environment and directory"
+    );
+}
