@@ -50,10 +50,12 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 /// Marks the calling process's memory, and that of every process it becomes or starts,
 /// mergeable by KSM.
 fn mark_mergeable() -> Result<(), Errno> {
-    let on: libc::c_ulong = 1;
+    // The unused arguments must be zero as unsigned longs: prctl is variadic, and the kernel
+    // refuses the option when any of them is not 0.
+    let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
     // SAFETY: prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0) passes integers only: no pointer is read
     // or written, no memory of this process changes; the kernel sets a flag on the process's
     // memory map (it fails with EINVAL where unsupported, which is handled).
-    let result = unsafe { libc::prctl(libc::PR_SET_MEMORY_MERGE, on, 0, 0, 0) };
+    let result = unsafe { libc::prctl(libc::PR_SET_MEMORY_MERGE, on, unused, unused, unused) };
     Errno::result(result).map(drop)
 }
