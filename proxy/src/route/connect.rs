@@ -73,6 +73,16 @@ fn route_event(
     HoldEvent::Route(observed)
 }
 
+/// What the driver does once the sandbox is dialable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Until {
+    /// Dial it and return the stream.
+    Dialled,
+    /// Return at once without dialling: the caller (a compactly parked HTTP/1 request) hands
+    /// its client connection over to the full HTTP path, which dials.
+    Dialable,
+}
+
 /// Holds until `target` can be dialled, dials it and returns the stream: drives one
 /// connection's [`Hold`] machine, performing its actions.
 pub(super) async fn connect_slot(
@@ -80,6 +90,27 @@ pub(super) async fn connect_slot(
     target: &RouteTarget,
     slot: &Arc<Slot>,
 ) -> Result<(TcpStream, SocketAddr), ProxyError> {
+    let key = &target.key;
+    let deadline = phases.wake.deadline;
+    drive(phases, target, slot, Until::Dialled)
+        .await?
+        // `Until::Dialled` returns only after a successful dial (or an error); a missing
+        // stream would be a driver bug, reported like a deadline rather than a panic.
+        .ok_or_else(|| ProxyError::WakeDeadline {
+            key: key.clone(),
+            deadline,
+        })
+}
+
+/// Drives one connection's [`Hold`] machine, performing its actions, until the sandbox is
+/// dialable (`Until::Dialable`, returns `None`) or dialled (`Until::Dialled`, returns the
+/// stream).
+pub(super) async fn drive(
+    phases: Phases<'_>,
+    target: &RouteTarget,
+    slot: &Arc<Slot>,
+    until: Until,
+) -> Result<Option<(TcpStream, SocketAddr)>, ProxyError> {
     let wake = phases.wake;
     let key = &target.key;
     let started = Instant::now();
@@ -145,14 +176,31 @@ pub(super) async fn connect_slot(
                         HoldEvent::Deadline
                     });
                 }
+                HoldAction::Dial if until == Until::Dialable => {
+                    if held.is_some() {
+                        metrics::histogram!(m::HOLD_DURATION_SECONDS)
+                            .record(started.elapsed().as_secs_f64());
+                    }
+                    return Ok(None);
+                }
                 HoldAction::Dial => {
                     let Some((address, port)) = dial_to.clone() else {
                         // `Dial` follows a dialable observation, which sets `dial_to`.
                         next_event = Some(HoldEvent::Deadline);
                         continue;
                     };
+                    // Boxed: the dial's futures (name lookup, connect) would otherwise size every
+                    // held connection's driver, compactly parked ones included.
+                    let dialling = dial_held(
+                        slot,
+                        held.is_some(),
+                        deadline,
+                        &address,
+                        port,
+                        wake.dial_timeout,
+                    );
                     next_event = Some(
-                        dial_held(slot, held.is_some(), deadline, &address, port, wake.dial_timeout)
+                        Box::pin(dialling)
                             .await
                             .map_or(HoldEvent::Deadline, |result| match result {
                                 Ok(stream) => {
@@ -191,7 +239,7 @@ pub(super) async fn connect_slot(
                             metrics::histogram!(m::HOLD_DURATION_SECONDS)
                                 .record(started.elapsed().as_secs_f64());
                         }
-                        return Ok((stream, addr));
+                        return Ok(Some((stream, addr)));
                     }
                 }
                 HoldAction::Refuse(refusal) => {

@@ -377,6 +377,44 @@ impl Router {
             .inspect_err(count_error)
     }
 
+    /// The slot of `target`'s sandbox when a request to it would be held now: the routes are
+    /// loaded and it is suspended with wake-on-connect, or starting without an address.
+    pub(crate) fn slot_to_hold(&self, target: &RouteTarget) -> Option<Arc<Slot>> {
+        if !self.inner.synced.is_cancelled() {
+            return None;
+        }
+        let slot = self.slot(&target.key)?;
+        let held = matches!(
+            slot.state.borrow().route,
+            RouteState::Suspended {
+                wake_on_connect: true,
+                ..
+            } | RouteState::Starting { endpoint: None }
+        );
+        held.then_some(slot)
+    }
+
+    /// Hold/wake without dialling: returns once the slot's sandbox is dialable (or with the
+    /// error its connection gets), counted as held while it waits.
+    pub(crate) async fn hold_until_dialable(
+        &self,
+        target: &RouteTarget,
+        slot: &Arc<Slot>,
+    ) -> Result<(), ProxyError> {
+        let config = self.config();
+        let phases = connect::Phases {
+            wake: &config.wake,
+            held: &self.inner.held,
+            reporter: &self.inner.reporter,
+            drain: &self.inner.drain,
+            quiescer: &self.inner.quiescer,
+        };
+        connect::drive(phases, target, slot, connect::Until::Dialable)
+            .await
+            .map(|_| ())
+            .inspect_err(count_error)
+    }
+
     #[cfg(test)]
     pub(crate) fn table_for_tests(&self) -> &RouteTable {
         &self.inner.table
