@@ -5,7 +5,6 @@
 
 mod support;
 
-
 use rouse_proxy::{RouteState, SandboxKey};
 use support::backend::Backend;
 use support::{DEADLINE, TestDirectory, config, host, start, wait_for, wait_held};
