@@ -304,12 +304,11 @@ async fn stream_to(addr: SocketAddr, time: Duration) -> anyhow::Result<f64> {
 /// side by side with the full HTTP path and static TCP, as a Markdown report.
 pub fn held_scenario(counts: &[usize]) -> anyhow::Result<()> {
     let kinds = [HeldKind::HttpCompact, HeldKind::HttpFull, HeldKind::Tcp];
-    let results = held::measure(counts, &kinds)?;
     let fd_limit = system::raise_fd_limit_to(system::FD_TARGET).unwrap_or(0);
     println!(
         "Machine: {}; open-file limit {fd_limit}.\n",
         system::machine()
     );
-    held::print(&results);
+    held::measure(counts, &kinds)?;
     Ok(())
 }

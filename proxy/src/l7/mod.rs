@@ -56,18 +56,26 @@ pub async fn serve_http_connection<IO>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    serve(router, client, io, peer, scheme, false).await;
+    serve(router, client, io, peer, scheme, Handover::default()).await;
 }
 
-/// [`serve_http_connection`]; `rate_checked` when the first request's per-IP rate limit was
-/// counted already (it was held compactly).
+/// What a compactly held first request brings to the full path.
+#[derive(Debug, Default)]
+struct Handover {
+    /// Its per-IP rate limit was counted already.
+    rate_checked: bool,
+    /// Its place in the sandbox's release semaphore, kept until its upstream dial.
+    release: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// [`serve_http_connection`], after a compact hold handed the connection over.
 async fn serve<IO>(
     router: Router,
     client: Arc<UpstreamClient>,
     io: IO,
     peer: SocketAddr,
     scheme: Scheme,
-    rate_checked: bool,
+    handover: Handover,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -94,7 +102,10 @@ async fn serve<IO>(
     let hard_stop = router.hard_stop();
     let svc_router = router.clone();
     let sticky = Arc::new(sticky::StickyUpstream::default());
-    let first_rate_checked = AtomicBool::new(rate_checked);
+    if let Some(permit) = handover.release {
+        sticky.hold_release(permit);
+    }
+    let first_rate_checked = AtomicBool::new(handover.rate_checked);
     let service = service_fn(move |req| {
         let conn = service::ConnInfo {
             peer,
@@ -181,7 +192,15 @@ async fn serve_plain(
         if crate::accept::first_byte(&stream, timeout).await {
             // Boxed, here and below: the full path's future is large, and a connection
             // waiting in the compact hold must not carry its size.
-            Box::pin(serve(router, client, stream, peer, Scheme::Http, false)).await;
+            Box::pin(serve(
+                router,
+                client,
+                stream,
+                peer,
+                Scheme::Http,
+                Handover::default(),
+            ))
+            .await;
         } else {
             silent(peer);
         }
@@ -189,14 +208,20 @@ async fn serve_plain(
     }
     let limit = park::HEAD_LIMIT.min(config.limits.max_header_bytes);
     drop(config);
-    let (mut bytes, rate_checked) = match park::read_head(&stream, limit, timeout).await {
+    let (mut bytes, handover) = match park::read_head(&stream, limit, timeout).await {
         park::Head::Silent => return silent(peer),
-        park::Head::Partial(bytes) => (bytes, false),
+        park::Head::Partial(bytes) => (bytes, Handover::default()),
         park::Head::Complete(mut bytes) => match park::park(&router, &stream, &mut bytes, peer)
             .await
         {
-            park::Parked::NotHeld => (bytes, false),
-            park::Parked::Ready => (bytes, true),
+            park::Parked::NotHeld => (bytes, Handover::default()),
+            park::Parked::Ready(release) => (
+                bytes,
+                Handover {
+                    rate_checked: true,
+                    release,
+                },
+            ),
             park::Parked::Refused(err) => return Box::pin(park::refuse(stream, &err, peer)).await,
             park::Parked::Gone => {
                 tracing::debug!(client.addr = %peer, "client left while held");
@@ -206,7 +231,7 @@ async fn serve_plain(
     };
     bytes.shrink_to_fit();
     let io = rewind::Rewind::new(bytes, stream);
-    Box::pin(serve(router, client, io, peer, Scheme::Http, rate_checked)).await;
+    Box::pin(serve(router, client, io, peer, Scheme::Http, handover)).await;
 }
 
 /// Counts a client that sent nothing within the header read timeout.

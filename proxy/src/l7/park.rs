@@ -16,6 +16,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::router_headers::RequestBound;
 use super::{response, service};
@@ -94,8 +95,8 @@ pub(crate) enum Parked {
     /// It needs no hold: serve it on the full path.
     NotHeld,
     /// Held, and the sandbox is dialable now: serve it on the full path; its per-IP rate
-    /// limit was counted already.
-    Ready,
+    /// limit was counted already; it keeps its place in the release semaphore until dialled.
+    Ready(Option<OwnedSemaphorePermit>),
     /// Refused while held (deadline, drain, held limit, rate limit, deleted...).
     Refused(ProxyError),
     /// The client reset the connection while held.
@@ -133,7 +134,7 @@ pub(crate) async fn park(
         tokio::select! {
             result = &mut hold => {
                 return match result {
-                    Ok(()) => Parked::Ready,
+                    Ok(permit) => Parked::Ready(permit),
                     Err(err) => Parked::Refused(err),
                 };
             }

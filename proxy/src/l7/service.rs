@@ -53,7 +53,11 @@ pub(crate) async fn handle(
         conn.idle.set(router.config().limits.upgraded_idle_timeout);
         connect::handle(router, req, conn.peer).await
     } else {
-        match proxy(&router, &client, req, &conn).await {
+        let result = proxy(&router, &client, req, &conn).await;
+        // A compactly held request that dialled no connection of its own (pooled, upgrade,
+        // refused) gives its place in the release semaphore back now.
+        conn.sticky.end_release();
+        match result {
             Ok(response) => response,
             Err(err) => {
                 tracing::debug!(error = %err, error.side = err.side().as_str(), "request refused");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::time::timeout_at;
 
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::slot::{RouteTarget, Slot, SlotState};
@@ -73,6 +73,16 @@ fn route_event(
     HoldEvent::Route(observed)
 }
 
+/// How [`drive`] ended well.
+#[derive(Debug)]
+pub(super) enum Reached {
+    /// Dialled (`Until::Dialled`).
+    Dialled(TcpStream, SocketAddr),
+    /// Dialable (`Until::Dialable`); a held connection gets its place in the sandbox's release
+    /// semaphore, to keep until its dial is done.
+    Dialable(Option<OwnedSemaphorePermit>),
+}
+
 /// What the driver does once the sandbox is dialable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Until {
@@ -92,25 +102,25 @@ pub(super) async fn connect_slot(
 ) -> Result<(TcpStream, SocketAddr), ProxyError> {
     let key = &target.key;
     let deadline = phases.wake.deadline;
-    drive(phases, target, slot, Until::Dialled)
-        .await?
-        // `Until::Dialled` returns only after a successful dial (or an error); a missing
-        // stream would be a driver bug, reported like a deadline rather than a panic.
-        .ok_or_else(|| ProxyError::WakeDeadline {
+    match drive(phases, target, slot, Until::Dialled).await? {
+        Reached::Dialled(stream, addr) => Ok((stream, addr)),
+        // `Until::Dialled` returns only after a successful dial (or an error); anything else
+        // would be a driver bug, reported like a deadline rather than a panic.
+        Reached::Dialable(_) => Err(ProxyError::WakeDeadline {
             key: key.clone(),
             deadline,
-        })
+        }),
+    }
 }
 
 /// Drives one connection's [`Hold`] machine, performing its actions, until the sandbox is
-/// dialable (`Until::Dialable`, returns `None`) or dialled (`Until::Dialled`, returns the
-/// stream).
+/// dialable (`Until::Dialable`) or dialled (`Until::Dialled`).
 pub(super) async fn drive(
     phases: Phases<'_>,
     target: &RouteTarget,
     slot: &Arc<Slot>,
     until: Until,
-) -> Result<Option<(TcpStream, SocketAddr)>, ProxyError> {
+) -> Result<Reached, ProxyError> {
     let wake = phases.wake;
     let key = &target.key;
     let started = Instant::now();
@@ -177,11 +187,19 @@ pub(super) async fn drive(
                     });
                 }
                 HoldAction::Dial if until == Until::Dialable => {
-                    if held.is_some() {
-                        metrics::histogram!(m::HOLD_DURATION_SECONDS)
-                            .record(started.elapsed().as_secs_f64());
-                    }
-                    return Ok(None);
+                    let Some(_) = held else {
+                        return Ok(Reached::Dialable(None));
+                    };
+                    // Held ones dial a bounded number at a time (after the hand-over, on the
+                    // full path): take the place now, the caller keeps it until that dial.
+                    let release = Arc::clone(slot.gate.release());
+                    let Ok(Ok(permit)) = timeout_at(deadline, release.acquire_owned()).await else {
+                        next_event = Some(HoldEvent::Deadline);
+                        continue;
+                    };
+                    metrics::histogram!(m::HOLD_DURATION_SECONDS)
+                        .record(started.elapsed().as_secs_f64());
+                    return Ok(Reached::Dialable(Some(permit)));
                 }
                 HoldAction::Dial => {
                     let Some((address, port)) = dial_to.clone() else {
@@ -239,7 +257,7 @@ pub(super) async fn drive(
                             metrics::histogram!(m::HOLD_DURATION_SECONDS)
                                 .record(started.elapsed().as_secs_f64());
                         }
-                        return Ok(Some((stream, addr)));
+                        return Ok(Reached::Dialled(stream, addr));
                     }
                 }
                 HoldAction::Refuse(refusal) => {

@@ -395,12 +395,13 @@ impl Router {
     }
 
     /// Hold/wake without dialling: returns once the slot's sandbox is dialable (or with the
-    /// error its connection gets), counted as held while it waits.
+    /// error its connection gets), counted as held while it waits. A connection that was
+    /// held gets its place in the sandbox's release semaphore: keep it until the dial is done.
     pub(crate) async fn hold_until_dialable(
         &self,
         target: &RouteTarget,
         slot: &Arc<Slot>,
-    ) -> Result<(), ProxyError> {
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ProxyError> {
         let config = self.config();
         let phases = connect::Phases {
             wake: &config.wake,
@@ -409,10 +410,15 @@ impl Router {
             drain: &self.inner.drain,
             quiescer: &self.inner.quiescer,
         };
-        connect::drive(phases, target, slot, connect::Until::Dialable)
-            .await
-            .map(|_| ())
-            .inspect_err(count_error)
+        match connect::drive(phases, target, slot, connect::Until::Dialable).await {
+            Ok(connect::Reached::Dialable(permit)) => Ok(permit),
+            // `Until::Dialable` returns before any dial; a dialled stream is closed unused.
+            Ok(connect::Reached::Dialled(..)) => Ok(None),
+            Err(err) => {
+                count_error(&err);
+                Err(err)
+            }
+        }
     }
 
     #[cfg(test)]
