@@ -249,3 +249,24 @@ pub fn text_response(status: http::StatusCode, body: String) -> http::Response<P
 pub fn error_response(err: &crate::error::ProxyError) -> http::Response<ProxyBody> {
     response::error(err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The task of a connection in the compact hold is this future: it must not carry the
+    /// full HTTP path's state (that is boxed, and allocated only at the hand-over).
+    #[tokio::test]
+    async fn a_connection_in_the_compact_hold_is_a_small_future() {
+        let config = crate::Config::from_toml("[directory]\nkind = \"static\"\n").expect("config");
+        let router = Router::new(config, crate::StaticDirectory::new(&[])).expect("router");
+        let client = Arc::new(UpstreamClient::new(router.clone()));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let _client_side = TcpStream::connect(addr).await.expect("connect");
+        let (stream, peer) = listener.accept().await.expect("accept");
+        let task = serve_plain(router, client, stream, peer);
+        let size = std::mem::size_of_val(&task);
+        assert!(size <= 2048, "{size} bytes");
+    }
+}
