@@ -56,6 +56,9 @@ struct Cli {
     /// proxy: connections held for the memory measurement.
     #[arg(long, default_value_t = 10_000)]
     held: usize,
+    /// held: how many connections to hold, one measurement per count and kind.
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000, 100_000])]
+    held_counts: Vec<usize>,
     /// proxy: wake latency trials.
     #[arg(long, default_value_t = 50)]
     wakes: usize,
@@ -89,6 +92,10 @@ enum Scenario {
     /// The proxy against direct and nginx: HTTP rps and latency, wake latency, memory per held
     /// connection, splice throughput (writes a Markdown report to stdout).
     Proxy,
+    /// Memory per held connection (compact hold against the full HTTP path, and static TCP)
+    /// for each of `--held-counts` (not in the default set: 100,000 connections take a while
+    /// and a raised open-file limit).
+    Held,
     /// Wake-on-connect latency of `rouse up` against the backend's own start time (needs
     /// `cargo build --release -p rouse`; not part of the default set).
     Wake,
@@ -125,6 +132,11 @@ fn main() -> anyhow::Result<()> {
             controller(&cli)?;
             continue;
         }
+        if scenario == Scenario::Held {
+            println!("== Held");
+            proxy::held_scenario(&cli.held_counts)?;
+            continue;
+        }
         if scenario == Scenario::Wake {
             println!("== Wake");
             wake_scenario(&cli)?;
@@ -154,7 +166,7 @@ fn main() -> anyhow::Result<()> {
                 batch_size: 32,
                 max_time,
             })?,
-            Scenario::Controller | Scenario::Wake | Scenario::Claims => continue,
+            Scenario::Controller | Scenario::Wake | Scenario::Claims | Scenario::Held => continue,
         };
         println!("== {scenario:?}");
         measure::print_pair(&subject, &baseline);

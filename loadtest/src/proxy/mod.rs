@@ -3,7 +3,8 @@
 //! - HTTP/1.1 keep-alive, small responses: direct to a hyper backend, through Rouse, and
 //!   through nginx (one worker, keep-alive upstream) when installed — rps, p50, p99, ratios;
 //! - wake latency: suspended → first byte, minus the backend's own start time;
-//! - memory per held connection with 10,000 held (RSS growth of a proxy child process);
+//! - memory per held connection with 10,000 held (RSS growth of a proxy child process; the
+//!   `held` scenario measures it alone, for 10,000 and 100,000);
 //! - L4 splice throughput of one stream through a static TCP listener against direct.
 //!
 //! The backend, the proxy and the load generator each get their own one-thread runtime; the
@@ -25,7 +26,7 @@ use rouse_proxy::SandboxKey;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-pub use held::{HELD_SERVER_ENV, serve_held_child};
+pub use held::{HELD_SERVER_ENV, HeldKind, HeldResult, serve_held_child};
 use loadgen::LoadResult;
 pub use wrk::run as run_wrk;
 
@@ -297,4 +298,17 @@ async fn stream_to(addr: SocketAddr, time: Duration) -> anyhow::Result<f64> {
     }
     stream.shutdown().await?;
     Ok(sent as f64 / started.elapsed().as_secs_f64())
+}
+
+/// The `held` scenario: memory per held connection for each count, the compact HTTP hold
+/// side by side with the full HTTP path and static TCP, as a Markdown report.
+pub fn held_scenario(counts: &[usize]) -> anyhow::Result<()> {
+    let kinds = [HeldKind::HttpCompact, HeldKind::HttpFull, HeldKind::Tcp];
+    let fd_limit = system::raise_fd_limit_to(system::FD_TARGET).unwrap_or(0);
+    println!(
+        "Machine: {}; open-file limit {fd_limit}.\n",
+        system::machine()
+    );
+    held::measure(counts, &kinds)?;
+    Ok(())
 }

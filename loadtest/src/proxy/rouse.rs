@@ -110,7 +110,7 @@ pub fn bench_config(tcp_target: Option<&str>, admin: bool) -> anyhow::Result<Con
         "[http]\nlisten = \"127.0.0.1:0\"\n\
          [admin]\nlisten = \"{admin}\"\n\
          [limits]\nmax_connections = 0\nidle_timeout = \"off\"\nheader_read_timeout = \"10m\"\n\
-         [wake]\ndeadline = \"10m\"\nmax_held_per_sandbox = 100000\nmax_held_total = 100000\n\
+         [wake]\ndeadline = \"10m\"\nmax_held_per_sandbox = 1000000\nmax_held_total = 1000000\n\
          {tcp}"
     );
     Config::from_toml(&text).context("benchmark proxy config")

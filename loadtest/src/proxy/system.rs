@@ -38,3 +38,28 @@ pub fn raise_fd_limit() -> anyhow::Result<u64> {
     setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
     Ok(hard)
 }
+
+/// The open-file limit the held-connection measurement asks for: room for 100,000 held
+/// connections and more in one process.
+pub const FD_TARGET: u64 = 262_144;
+
+/// Raises the open-file limit to `want` (soft and hard; raising the hard limit needs root or
+/// `CAP_SYS_RESOURCE`, and at most `fs.nr_open`), else the soft limit to the hard one;
+/// returns the soft limit in force.
+pub fn raise_fd_limit_to(want: u64) -> anyhow::Result<u64> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft >= want {
+        return Ok(soft);
+    }
+    if want > hard && setrlimit(Resource::RLIMIT_NOFILE, want, want).is_ok() {
+        return Ok(want);
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    Ok(hard)
+}
+
+/// Open files of process `pid`.
+pub fn open_files(pid: &str) -> anyhow::Result<usize> {
+    Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
+}

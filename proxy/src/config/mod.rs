@@ -80,12 +80,17 @@ pub struct HttpConfig {
     /// Address to listen on, or `"off"`. Default `127.0.0.1:8080`.
     #[serde(deserialize_with = "de::listen")]
     pub listen: Option<SocketAddr>,
+    /// Park a plain HTTP/1 request that must wait for its sandbox in a compact state (its
+    /// head bytes, the socket and one small future) instead of a full HTTP connection.
+    /// Default `true`.
+    pub compact_hold: bool,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
+            compact_hold: true,
         }
     }
 }

@@ -6,7 +6,9 @@ pub(crate) mod client;
 mod connect;
 mod h2_upstream;
 pub mod headers;
+mod park;
 mod response;
+mod rewind;
 mod router_headers;
 mod service;
 mod sticky;
@@ -15,12 +17,13 @@ mod upgrade;
 use std::net::SocketAddr;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 pub use self::client::UpstreamClient;
 pub use self::headers::Scheme;
@@ -53,6 +56,29 @@ pub async fn serve_http_connection<IO>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    serve(router, client, io, peer, scheme, Handover::default()).await;
+}
+
+/// What a compactly held first request brings to the full path.
+#[derive(Debug, Default)]
+struct Handover {
+    /// Its per-IP rate limit was counted already.
+    rate_checked: bool,
+    /// Its place in the sandbox's release semaphore, kept until its upstream dial.
+    release: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// [`serve_http_connection`], after a compact hold handed the connection over.
+async fn serve<IO>(
+    router: Router,
+    client: Arc<UpstreamClient>,
+    io: IO,
+    peer: SocketAddr,
+    scheme: Scheme,
+    handover: Handover,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let config = router.config();
     let limits = &config.limits;
     let idle = IdleControl::new(limits.idle_timeout);
@@ -76,12 +102,17 @@ pub async fn serve_http_connection<IO>(
     let hard_stop = router.hard_stop();
     let svc_router = router.clone();
     let sticky = Arc::new(sticky::StickyUpstream::default());
+    if let Some(permit) = handover.release {
+        sticky.hold_release(permit);
+    }
+    let first_rate_checked = AtomicBool::new(handover.rate_checked);
     let service = service_fn(move |req| {
         let conn = service::ConnInfo {
             peer,
             scheme,
             idle: idle.clone(),
             sticky: Arc::clone(&sticky),
+            rate_checked: first_rate_checked.swap(false, Ordering::Relaxed),
         };
         service::handle(svc_router.clone(), Arc::clone(&client), req, conn)
     });
@@ -141,21 +172,72 @@ pub(crate) async fn accept_loop(
         listener,
         crate::kind::ConnKind::Http,
         crate::accept::RateLimit::PerRequest,
-        move |router, stream, peer| {
-            let client = Arc::clone(&client);
-            async move {
-            let timeout = router.config().limits.header_read_timeout;
-            if crate::accept::first_byte(&stream, timeout).await {
-                serve_http_connection(router, client, stream, peer, Scheme::Http).await;
-            } else {
-                metrics::counter!(m::DOWNSTREAM_ERRORS_TOTAL, "reason" => "header_timeout")
-                    .increment(1);
-                tracing::debug!(client.addr = %peer, "client sent nothing within the header timeout");
-            }
-            }
-        },
+        move |router, stream, peer| serve_plain(router, Arc::clone(&client), stream, peer),
     )
     .await;
+}
+
+/// Serves one plain HTTP connection: its first request head is read compactly and, when its
+/// sandbox must be woken, the request is held in that compact state (`park.rs`); then (or at
+/// once) the full HTTP server takes the socket with the bytes read.
+async fn serve_plain(
+    router: Router,
+    client: Arc<UpstreamClient>,
+    stream: TcpStream,
+    peer: SocketAddr,
+) {
+    let config = router.config();
+    let timeout = config.limits.header_read_timeout;
+    if !config.http.compact_hold {
+        if crate::accept::first_byte(&stream, timeout).await {
+            // Boxed, here and below: the full path's future is large, and a connection
+            // waiting in the compact hold must not carry its size.
+            Box::pin(serve(
+                router,
+                client,
+                stream,
+                peer,
+                Scheme::Http,
+                Handover::default(),
+            ))
+            .await;
+        } else {
+            silent(peer);
+        }
+        return;
+    }
+    let limit = park::HEAD_LIMIT.min(config.limits.max_header_bytes);
+    drop(config);
+    let (mut bytes, handover) = match park::read_head(&stream, limit, timeout).await {
+        park::Head::Silent => return silent(peer),
+        park::Head::Partial(bytes) => (bytes, Handover::default()),
+        park::Head::Complete(mut bytes) => match park::park(&router, &stream, &mut bytes, peer)
+            .await
+        {
+            park::Parked::NotHeld => (bytes, Handover::default()),
+            park::Parked::Ready(release) => (
+                bytes,
+                Handover {
+                    rate_checked: true,
+                    release,
+                },
+            ),
+            park::Parked::Refused(err) => return Box::pin(park::refuse(stream, &err, peer)).await,
+            park::Parked::Gone => {
+                tracing::debug!(client.addr = %peer, "client left while held");
+                return;
+            }
+        },
+    };
+    bytes.shrink_to_fit();
+    let io = rewind::Rewind::new(bytes, stream);
+    Box::pin(serve(router, client, io, peer, Scheme::Http, handover)).await;
+}
+
+/// Counts a client that sent nothing within the header read timeout.
+fn silent(peer: SocketAddr) {
+    metrics::counter!(m::DOWNSTREAM_ERRORS_TOTAL, "reason" => "header_timeout").increment(1);
+    tracing::debug!(client.addr = %peer, "client sent nothing within the header timeout");
 }
 
 /// A short `text/plain` response the proxy makes itself.
@@ -166,4 +248,25 @@ pub fn text_response(status: http::StatusCode, body: String) -> http::Response<P
 /// The response for a proxy error: its status, `Retry-After` if retryable, and the reason.
 pub fn error_response(err: &crate::error::ProxyError) -> http::Response<ProxyBody> {
     response::error(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The task of a connection in the compact hold is this future: it must not carry the
+    /// full HTTP path's state (that is boxed, and allocated only at the hand-over).
+    #[tokio::test]
+    async fn a_connection_in_the_compact_hold_is_a_small_future() {
+        let config = crate::Config::from_toml("[directory]\nkind = \"static\"\n").expect("config");
+        let router = Router::new(config, crate::StaticDirectory::new(&[])).expect("router");
+        let client = Arc::new(UpstreamClient::new(router.clone()));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let _client_side = TcpStream::connect(addr).await.expect("connect");
+        let (stream, peer) = listener.accept().await.expect("accept");
+        let task = serve_plain(router, client, stream, peer);
+        let size = std::mem::size_of_val(&task);
+        assert!(size <= 2048, "{size} bytes");
+    }
 }

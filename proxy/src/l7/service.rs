@@ -37,6 +37,8 @@ pub(crate) struct ConnInfo {
     pub(crate) idle: IdleControl,
     /// The upstream connection its HTTP/1.1 requests reuse.
     pub(crate) sticky: Arc<StickyUpstream>,
+    /// The request's per-IP rate limit was counted already (a compactly held first request).
+    pub(crate) rate_checked: bool,
 }
 
 /// Answers one request; never fails (errors become responses).
@@ -51,7 +53,11 @@ pub(crate) async fn handle(
         conn.idle.set(router.config().limits.upgraded_idle_timeout);
         connect::handle(router, req, conn.peer).await
     } else {
-        match proxy(&router, &client, req, &conn).await {
+        let result = proxy(&router, &client, req, &conn).await;
+        // A compactly held request that dialled no connection of its own (pooled, upgrade,
+        // refused) gives its place in the release semaphore back now.
+        conn.sticky.end_release();
+        match result {
             Ok(response) => response,
             Err(err) => {
                 tracing::debug!(error = %err, error.side = err.side().as_str(), "request refused");
@@ -70,7 +76,9 @@ async fn proxy(
     conn: &ConnInfo,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let (peer, scheme) = (conn.peer, conn.scheme);
-    router.check_rate(peer.ip())?;
+    if !conn.rate_checked {
+        router.check_rate(peer.ip())?;
+    }
     let host = request_host(&req)?;
     let target = target_of(router, req.headers(), &host)?;
     let bound = router
@@ -373,7 +381,7 @@ fn chain(err: &dyn StdError) -> String {
 /// common codes by number, others by class.
 // The specific codes come first on purpose; the class ranges catch the rest.
 #[allow(clippy::match_overlapping_arm)]
-fn status_label(code: u16) -> usize {
+pub(super) fn status_label(code: u16) -> usize {
     match code {
         101 => 0,
         200 => 1,

@@ -13,6 +13,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::client::UpstreamBody;
 use crate::error::ProxyError;
@@ -35,6 +36,9 @@ pub(crate) struct StickyUpstream {
     /// Only one request of an HTTP/1.1 client is in flight, so the lock is never contended;
     /// it is held only to take the connection out and put it back, never across an await.
     conn: Mutex<Option<Upstream>>,
+    /// A compactly held first request's place in its sandbox's release semaphore
+    /// (`wake.release_concurrency`), kept until its upstream connection is dialled.
+    release: Mutex<Option<OwnedSemaphorePermit>>,
 }
 
 /// A failed exchange: the request back when it was never sent, else the error.
@@ -113,6 +117,19 @@ impl StickyUpstream {
         }
     }
 
+    /// Keeps `permit` until the next dial (or [`StickyUpstream::end_release`]).
+    pub(crate) fn hold_release(&self, permit: OwnedSemaphorePermit) {
+        *self.release.lock().unwrap_or_else(|e| e.into_inner()) = Some(permit);
+    }
+
+    /// Gives back the release permit, if any.
+    pub(crate) fn end_release(&self) {
+        self.release
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
     /// Keeps `upstream` for the next request. Its epoch stays the one it was dialled at, so
     /// an address change while the request was out is seen by the next one.
     fn keep(&self, upstream: Upstream) {
@@ -122,7 +139,9 @@ impl StickyUpstream {
     /// Hold/wake, dial and handshake a new connection; its driver runs in the router's tracker
     /// until the sender is dropped (the client connection ended) or the upstream closes.
     async fn dial(&self, router: &Router, target: &RouteTarget) -> Result<Upstream, StickyError> {
-        let (stream, _addr, slot) = router.connect_stream(target).await?;
+        let dialled = router.connect_stream(target).await;
+        self.end_release();
+        let (stream, _addr, slot) = dialled?;
         let epoch = slot.epoch();
         // Reset like pooled connections when the sandbox is checkpointed (see `quiesce`).
         let stream = router.quiescer().wrap(&target.key, stream);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::time::timeout_at;
 
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::slot::{RouteTarget, Slot, SlotState};
@@ -73,6 +73,26 @@ fn route_event(
     HoldEvent::Route(observed)
 }
 
+/// How [`drive`] ended well.
+#[derive(Debug)]
+pub(super) enum Reached {
+    /// Dialled (`Until::Dialled`).
+    Dialled(TcpStream, SocketAddr),
+    /// Dialable (`Until::Dialable`); a held connection gets its place in the sandbox's release
+    /// semaphore, to keep until its dial is done.
+    Dialable(Option<OwnedSemaphorePermit>),
+}
+
+/// What the driver does once the sandbox is dialable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Until {
+    /// Dial it and return the stream.
+    Dialled,
+    /// Return at once without dialling: the caller (a compactly parked HTTP/1 request) hands
+    /// its client connection over to the full HTTP path, which dials.
+    Dialable,
+}
+
 /// Holds until `target` can be dialled, dials it and returns the stream: drives one
 /// connection's [`Hold`] machine, performing its actions.
 pub(super) async fn connect_slot(
@@ -80,6 +100,27 @@ pub(super) async fn connect_slot(
     target: &RouteTarget,
     slot: &Arc<Slot>,
 ) -> Result<(TcpStream, SocketAddr), ProxyError> {
+    let key = &target.key;
+    let deadline = phases.wake.deadline;
+    match drive(phases, target, slot, Until::Dialled).await? {
+        Reached::Dialled(stream, addr) => Ok((stream, addr)),
+        // `Until::Dialled` returns only after a successful dial (or an error); anything else
+        // would be a driver bug, reported like a deadline rather than a panic.
+        Reached::Dialable(_) => Err(ProxyError::WakeDeadline {
+            key: key.clone(),
+            deadline,
+        }),
+    }
+}
+
+/// Drives one connection's [`Hold`] machine, performing its actions, until the sandbox is
+/// dialable (`Until::Dialable`) or dialled (`Until::Dialled`).
+pub(super) async fn drive(
+    phases: Phases<'_>,
+    target: &RouteTarget,
+    slot: &Arc<Slot>,
+    until: Until,
+) -> Result<Reached, ProxyError> {
     let wake = phases.wake;
     let key = &target.key;
     let started = Instant::now();
@@ -145,14 +186,39 @@ pub(super) async fn connect_slot(
                         HoldEvent::Deadline
                     });
                 }
+                HoldAction::Dial if until == Until::Dialable => {
+                    let Some(_) = held else {
+                        return Ok(Reached::Dialable(None));
+                    };
+                    // Held ones dial a bounded number at a time (after the hand-over, on the
+                    // full path): take the place now, the caller keeps it until that dial.
+                    let release = Arc::clone(slot.gate.release());
+                    let Ok(Ok(permit)) = timeout_at(deadline, release.acquire_owned()).await else {
+                        next_event = Some(HoldEvent::Deadline);
+                        continue;
+                    };
+                    metrics::histogram!(m::HOLD_DURATION_SECONDS)
+                        .record(started.elapsed().as_secs_f64());
+                    return Ok(Reached::Dialable(Some(permit)));
+                }
                 HoldAction::Dial => {
                     let Some((address, port)) = dial_to.clone() else {
                         // `Dial` follows a dialable observation, which sets `dial_to`.
                         next_event = Some(HoldEvent::Deadline);
                         continue;
                     };
+                    // Boxed: the dial's futures (name lookup, connect) would otherwise size every
+                    // held connection's driver, compactly parked ones included.
+                    let dialling = dial_held(
+                        slot,
+                        held.is_some(),
+                        deadline,
+                        &address,
+                        port,
+                        wake.dial_timeout,
+                    );
                     next_event = Some(
-                        dial_held(slot, held.is_some(), deadline, &address, port, wake.dial_timeout)
+                        Box::pin(dialling)
                             .await
                             .map_or(HoldEvent::Deadline, |result| match result {
                                 Ok(stream) => {
@@ -191,7 +257,7 @@ pub(super) async fn connect_slot(
                             metrics::histogram!(m::HOLD_DURATION_SECONDS)
                                 .record(started.elapsed().as_secs_f64());
                         }
-                        return Ok((stream, addr));
+                        return Ok(Reached::Dialled(stream, addr));
                     }
                 }
                 HoldAction::Refuse(refusal) => {

@@ -377,6 +377,50 @@ impl Router {
             .inspect_err(count_error)
     }
 
+    /// The slot of `target`'s sandbox when a request to it would be held now: the routes are
+    /// loaded and it is suspended with wake-on-connect, or starting without an address.
+    pub(crate) fn slot_to_hold(&self, target: &RouteTarget) -> Option<Arc<Slot>> {
+        if !self.inner.synced.is_cancelled() {
+            return None;
+        }
+        let slot = self.slot(&target.key)?;
+        let held = matches!(
+            slot.state.borrow().route,
+            RouteState::Suspended {
+                wake_on_connect: true,
+                ..
+            } | RouteState::Starting { endpoint: None }
+        );
+        held.then_some(slot)
+    }
+
+    /// Hold/wake without dialling: returns once the slot's sandbox is dialable (or with the
+    /// error its connection gets), counted as held while it waits. A connection that was
+    /// held gets its place in the sandbox's release semaphore: keep it until the dial is done.
+    pub(crate) async fn hold_until_dialable(
+        &self,
+        target: &RouteTarget,
+        slot: &Arc<Slot>,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ProxyError> {
+        let config = self.config();
+        let phases = connect::Phases {
+            wake: &config.wake,
+            held: &self.inner.held,
+            reporter: &self.inner.reporter,
+            drain: &self.inner.drain,
+            quiescer: &self.inner.quiescer,
+        };
+        match connect::drive(phases, target, slot, connect::Until::Dialable).await {
+            Ok(connect::Reached::Dialable(permit)) => Ok(permit),
+            // `Until::Dialable` returns before any dial; a dialled stream is closed unused.
+            Ok(connect::Reached::Dialled(..)) => Ok(None),
+            Err(err) => {
+                count_error(&err);
+                Err(err)
+            }
+        }
+    }
+
     #[cfg(test)]
     pub(crate) fn table_for_tests(&self) -> &RouteTable {
         &self.inner.table

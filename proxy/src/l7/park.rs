@@ -1,0 +1,245 @@
+//! The compact hold of plain HTTP/1 requests. Before a new client connection gets a full HTTP
+//! server connection (buffers, service future: about 25 KiB), its first request head is read
+//! with a small bounded buffer and routed by its Host. When the sandbox must be woken (or is
+//! starting), only the socket, the bytes read and one small future wait in the hold machine;
+//! once the sandbox is dialable the socket and those bytes go to the HTTP server as usual.
+//!
+//! Anything else — a head larger than the buffer, a malformed head, HTTP/2 prior knowledge,
+//! `CONNECT`, a request routed by `X-Sandbox-Timeout`, a sandbox that needs no hold — takes
+//! the full path at once with the bytes read, so its answer (400, 431, 404, ...) is the same.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http_body_util::BodyExt;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::router_headers::RequestBound;
+use super::{response, service};
+use crate::error::ProxyError;
+use crate::kind::ConnKind;
+use crate::metrics as m;
+use crate::route::{RouteTarget, Router};
+
+/// Largest request head the compact path reads; a larger one takes the full path.
+pub(crate) const HEAD_LIMIT: usize = 4096;
+
+/// Most bytes kept while parked: the head plus what the client sends after it (its body,
+/// read only to notice a hang-up and handed over with the head). At the limit the socket is
+/// left unread until the hand-over.
+const PARKED_LIMIT: usize = 2 * HEAD_LIMIT;
+
+/// Most headers of a request head the compact path parses.
+const MAX_HEADERS: usize = 64;
+
+/// How long a refused client gets to take the response before the socket is closed, and how
+/// much of its unread request is discarded meanwhile (closing with unread bytes resets the
+/// connection, which can destroy the response on the way).
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 64 * 1024;
+
+/// The first bytes of a client connection.
+#[derive(Debug)]
+pub(crate) enum Head {
+    /// A whole HTTP/1 request head (and what followed it in the same reads).
+    Complete(Vec<u8>),
+    /// Not a whole head within the limit (too large, malformed, HTTP/2, closed early, or
+    /// slow): the full path reads on from these bytes.
+    Partial(Vec<u8>),
+    /// Nothing within the header read timeout.
+    Silent,
+}
+
+/// Reads the first request head of a connection into a buffer of at most `limit` bytes,
+/// within `timeout` from accept.
+pub(crate) async fn read_head(stream: &TcpStream, limit: usize, timeout: Duration) -> Head {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut buf = vec![0_u8; limit.max(1)];
+    let mut filled = 0;
+    // Bounded: every round reads at least one byte or returns, and `buf` is finite.
+    let outcome = loop {
+        match tokio::time::timeout_at(deadline, stream.readable()).await {
+            Err(_) if filled == 0 => return Head::Silent,
+            Err(_) | Ok(Err(_)) => break false,
+            Ok(Ok(())) => {}
+        }
+        match stream.try_read(&mut buf[filled..]) {
+            Ok(0) => break false,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(_) => break false,
+        }
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        match httparse::Request::new(&mut headers).parse(&buf[..filled]) {
+            Ok(httparse::Status::Complete(_)) => break true,
+            Ok(httparse::Status::Partial) if filled < buf.len() => {}
+            Ok(httparse::Status::Partial) | Err(_) => break false,
+        }
+    };
+    buf.truncate(filled);
+    if outcome {
+        buf.shrink_to_fit();
+        Head::Complete(buf)
+    } else {
+        Head::Partial(buf)
+    }
+}
+
+/// How a parked request ended.
+#[derive(Debug)]
+pub(crate) enum Parked {
+    /// It needs no hold: serve it on the full path.
+    NotHeld,
+    /// Held, and the sandbox is dialable now: serve it on the full path; its per-IP rate
+    /// limit was counted already; it keeps its place in the release semaphore until dialled.
+    Ready(Option<OwnedSemaphorePermit>),
+    /// Refused while held (deadline, drain, held limit, rate limit, deleted...).
+    Refused(ProxyError),
+    /// The client reset the connection while held.
+    Gone,
+}
+
+/// Routes a complete request head and, when its sandbox must be woken or is starting, holds
+/// it compactly until the sandbox is dialable. Bytes the client sends while held are added
+/// to `bytes` (up to a bound), so none are lost.
+pub(crate) async fn park(
+    router: &Router,
+    stream: &TcpStream,
+    bytes: &mut Vec<u8>,
+    peer: SocketAddr,
+) -> Parked {
+    let Some(target) = holdable_target(router, bytes) else {
+        return Parked::NotHeld;
+    };
+    let Some(slot) = router.slot_to_hold(&target) else {
+        return Parked::NotHeld;
+    };
+    if let Err(err) = router.check_rate(peer.ip()) {
+        return Parked::Refused(err);
+    }
+    // Counted as open (activity) while held, like a request on the full path.
+    let Some(_guard) = router.guard(&target.key, ConnKind::Http) else {
+        return Parked::NotHeld;
+    };
+    let hold = router.hold_until_dialable(&target, &slot);
+    tokio::pin!(hold);
+    let mut watching = true;
+    // Bounded: every round either ends, or reads at least one byte towards `PARKED_LIMIT`,
+    // or stops watching the socket; the hold itself ends by the wake deadline.
+    loop {
+        tokio::select! {
+            result = &mut hold => {
+                return match result {
+                    Ok(permit) => Parked::Ready(permit),
+                    Err(err) => Parked::Refused(err),
+                };
+            }
+            ready = stream.readable(), if watching => {
+                if ready.is_err() {
+                    return Parked::Gone;
+                }
+                let mut chunk = [0_u8; 512];
+                let room = PARKED_LIMIT.saturating_sub(bytes.len()).min(chunk.len());
+                match stream.try_read(&mut chunk[..room]) {
+                    // A half-close: the client may still wait for its response (as on the
+                    // full path); nothing more can be learned from the socket.
+                    Ok(0) => watching = false,
+                    Ok(n) => {
+                        bytes.extend_from_slice(&chunk[..n]);
+                        watching = bytes.len() < PARKED_LIMIT;
+                    }
+                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => return Parked::Gone,
+                }
+            }
+        }
+    }
+}
+
+/// The target of a request head when its request may be held compactly: an HTTP/1 request
+/// other than `CONNECT`, with a routable host and no `X-Sandbox-Timeout` bound.
+fn holdable_target(router: &Router, head: &[u8]) -> Option<RouteTarget> {
+    let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut parsed);
+    if !matches!(req.parse(head), Ok(httparse::Status::Complete(_))) {
+        return None;
+    }
+    if req.method? == "CONNECT" {
+        return None;
+    }
+    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    for header in req.headers.iter() {
+        let name = HeaderName::from_bytes(header.name.as_bytes()).ok()?;
+        headers.append(name, HeaderValue::from_bytes(header.value).ok()?);
+    }
+    let host = match req.path?.parse::<http::Uri>().ok()?.authority() {
+        Some(authority) => authority.as_str().to_owned(),
+        None => {
+            let mut hosts = headers.get_all(http::header::HOST).iter();
+            let host = hosts.next()?.to_str().ok()?.to_owned();
+            if hosts.next().is_some() {
+                return None;
+            }
+            host
+        }
+    };
+    let config = router.config();
+    if config.routing.upstream_headers && RequestBound::of(&headers).is_some() {
+        return None;
+    }
+    service::target_of(router, &headers, &host).ok()
+}
+
+/// Answers a refused parked request (`Connection: close`) and closes the connection once
+/// the client has taken the answer, at most [`LINGER`] later.
+pub(crate) async fn refuse(mut stream: TcpStream, err: &ProxyError, peer: SocketAddr) {
+    tracing::debug!(client.addr = %peer, error = %err, error.side = err.side().as_str(), "request refused");
+    let response = response::error(err);
+    let status = response.status();
+    m::hot::REQUESTS_BY_CODE[service::status_label(status.as_u16())].increment(1);
+    let (parts, body) = response.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|collected| collected.to_bytes())
+        .unwrap_or_else(|_| Bytes::new());
+    let mut out = Vec::with_capacity(256 + body.len());
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    out.extend_from_slice(b"connection: close\r\n\r\n");
+    out.extend_from_slice(&body);
+    let written = tokio::time::timeout(LINGER, async {
+        stream.write_all(&out).await?;
+        stream.shutdown().await
+    })
+    .await;
+    if !matches!(written, Ok(Ok(()))) {
+        return;
+    }
+    // Read what is left of the request until the client closes, bounded in bytes and time.
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut discarded = 0;
+        let mut chunk = [0_u8; 4096];
+        while discarded < LINGER_BYTES {
+            match tokio::io::AsyncReadExt::read(&mut stream, &mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => discarded += n,
+            }
+        }
+    })
+    .await;
+}
