@@ -10,7 +10,9 @@ mod workload;
 
 pub use action::{Action, SandboxOp, ServiceSpec, VolumeSpec, WorkloadSpec};
 pub use conditions::Transition;
-pub use observed::{Observed, ObservedService, ObservedVolume, Ownership, Workload, WorkloadPhase};
+pub use observed::{
+    Observed, ObservedService, ObservedVolume, Ownership, RestoreSource, Workload, WorkloadPhase,
+};
 pub use plan::{Plan, plan};
 pub use reconcile::{ReconcileError, ReconcileOutcome, reconcile_sandbox};
 pub use workload::{pod_name, pod_template_hash, volume_specs, workload_spec};

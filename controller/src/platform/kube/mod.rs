@@ -120,6 +120,8 @@ impl Platform for KubePlatform {
             // The proxy runs apart; its reports reach the status instead.
             activity: None,
             checkpoint: None,
+            // Forks from snapshots are a standalone feature so far.
+            restore: None,
         })
     }
 

@@ -4,17 +4,20 @@
 
 mod activity;
 mod checkpoint;
+mod copy;
 mod env;
 mod error;
 mod gvisor;
 mod launch;
 mod layout;
+mod live;
 mod netns;
 mod pidfile;
 mod platform;
 mod ports;
 mod probe;
 mod process;
+mod snapshots;
 mod spec;
 mod supervisor;
 mod sweep;
@@ -28,8 +31,9 @@ pub use pidfile::write as write_pid_file;
 pub use platform::{CHANGES_CAPACITY, LOOPBACK, LocalConfig, LocalPlatform, NODE_NAME};
 pub use ports::PortMap;
 pub use probe::{ProbeAction, Readiness};
+pub use snapshots::TakeError;
 pub use spec::{LaunchSpec, PortSpec, RestartPolicy, RuntimeKind, VolumeSpec, expand};
-pub use supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
+pub use supervisor::{LiveSnapshots, Notify, Workload, WorkloadPhase, WorkloadStatus};
 
 #[cfg(test)]
 mod tests;
