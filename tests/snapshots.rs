@@ -341,12 +341,29 @@ async fn forks_from_one_snapshot_continue_from_its_memory_and_diverge() {
     };
     assert_eq!(endpoints.len(), 4, "each its own address: {endpoints:?}");
 
+    // A snapshot of a sandbox suspended by checkpoint copies its pending image.
+    suspend(&rouse, "fork-a").await;
+    create_snapshot(&rouse, "asleep", "fork-a").await;
+    let snap = wait_snapshot(&rouse, "asleep", "Ready").await;
+    let message = snap["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("memory image"), "{snap}");
+    assert!(
+        !message.contains("paused"),
+        "not paused: it was asleep: {snap}"
+    );
+    rouse
+        .create(&fork("fork-d", &counter_script("0.0.0.0"), "asleep", spec))
+        .await;
+    assert_eq!(count(&rouse, "fork-d").await, 6, "fork-a's memory");
+    assert_eq!(count(&rouse, "fork-a").await, 6, "woken on its own");
+
     // The snapshot outlives its sandbox; deleting it removes its data.
     delete(&rouse, "origin").await;
     wait_snapshot(&rouse, "snap", "Ready").await;
     assert!(snapshot_dir(&rouse, "snap").join("image").is_dir());
     delete_snapshot(&rouse, "snap").await;
-    for name in forks {
+    delete_snapshot(&rouse, "asleep").await;
+    for name in forks.iter().chain(&["fork-d"]) {
         delete(&rouse, name).await;
     }
 }

@@ -33,8 +33,13 @@ pub struct LiveSnapshot {
     pub volumes: Vec<String>,
     /// How long `runsc checkpoint` took.
     pub checkpoint_ms: u64,
+    /// From the checkpoint's end to the copies' end (the sandbox's exit, the image and
+    /// volume copies).
+    pub copy_ms: u64,
     /// From the quiesce to the restored workload being ready; `None` when it never got ready.
     pub pause_ms: Option<u64>,
+    /// From the copies' end to the restored workload being ready.
+    pub restore_ms: Option<u64>,
 }
 
 /// A request to the supervisor of a running workload: save it into `dir` (`image/` and
@@ -51,6 +56,7 @@ pub struct SnapshotRequest {
 pub struct Paused {
     key: ObjectKey,
     started: Instant,
+    saved: Instant,
     quiesce: Option<Arc<dyn Quiesce>>,
     reply: oneshot::Sender<Result<LiveSnapshot, String>>,
     result: Result<LiveSnapshot, String>,
@@ -69,6 +75,7 @@ impl Paused {
                 metrics::histogram!("rouse_controller_snapshot_pause_seconds")
                     .record(pause.as_secs_f64());
                 taken.pause_ms = Some(millis(pause));
+                taken.restore_ms = Some(millis(self.saved.elapsed()));
             }
             taken
         });
@@ -107,6 +114,7 @@ pub async fn take(
         return Err(message);
     }
     let checkpoint_ms = millis(checkpointed.elapsed());
+    let copying = Instant::now();
     let _ = tokio::time::timeout(EXIT_AFTER_CHECKPOINT, child.wait()).await;
     runsc.delete(key).await;
     // The sandbox's own copy first: whatever happens to the snapshot, it is restored.
@@ -118,12 +126,15 @@ pub async fn take(
             .map(|volumes| LiveSnapshot {
                 volumes,
                 checkpoint_ms,
+                copy_ms: millis(copying.elapsed()),
                 pause_ms: None,
+                restore_ms: None,
             }),
     };
     Ok(Paused {
         key: key.clone(),
         started,
+        saved: Instant::now(),
         quiesce: quiesce.cloned(),
         reply,
         result,

@@ -93,6 +93,7 @@ impl LocalPlatform {
         let gvisor = launch.runtime == RuntimeKind::Gvisor;
         let mut memory = false;
         let mut pause_ms = None;
+        let mut breakdown = String::new();
         let mut why_no_memory = None;
         let copied = match self.current(&key) {
             Some((status, false, live))
@@ -103,6 +104,12 @@ impl LocalPlatform {
                         let taken = live.take(dir.clone()).await.map_err(TakeError::Failed)?;
                         memory = true;
                         pause_ms = taken.pause_ms;
+                        breakdown = format!(
+                            " (checkpoint {} ms, copies {} ms, restore until ready {} ms)",
+                            taken.checkpoint_ms,
+                            taken.copy_ms,
+                            taken.restore_ms.unwrap_or_default()
+                        );
                         taken.volumes
                     }
                     _ => {
@@ -155,7 +162,7 @@ impl LocalPlatform {
             (false, n) => format!("{n} volume(s), no memory"),
         };
         if let Some(ms) = pause_ms {
-            message.push_str(&format!("; the sandbox was paused {ms} ms"));
+            message.push_str(&format!("; the sandbox was paused {ms} ms{breakdown}"));
         }
         if want_memory && let Some(why) = why_no_memory {
             message.push_str(&format!("; includeMemory is unsupported here: {why}"));
@@ -275,5 +282,42 @@ impl LocalPlatform {
             .map_err(|e| Error::data_dir(&marker, e))?;
         tracing::info!(sandbox.key = %key, snapshot.name = %from.snapshot_name, memory = record.memory && restores_memory, "sandbox seeded from its snapshot");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use rouse_shared::store::ObjectKey;
+
+    use crate::platform::local::{LocalConfig, LocalPlatform};
+    use crate::snapshot::record::OWNER;
+
+    #[tokio::test]
+    async fn a_sweep_keeps_only_the_data_of_existing_snapshots_of_the_same_uid() {
+        let data = tempfile::tempdir().expect("tempdir");
+        let platform = LocalPlatform::new(LocalConfig::new(data.path())).expect("platform");
+        let dir = |name: &str| platform.snapshot_dir(&ObjectKey::new("team", name));
+        for (name, uid) in [("kept", "u1"), ("gone", "u2"), ("renewed", "old")] {
+            std::fs::create_dir_all(dir(name).join("volumes/work")).expect("mkdir");
+            std::fs::write(dir(name).join(OWNER), uid).expect("owner");
+        }
+        // Half-created before a crash: no owner yet.
+        std::fs::create_dir_all(dir("partial")).expect("mkdir");
+        let existing: HashMap<ObjectKey, String> = [
+            (ObjectKey::new("team", "kept"), "u1".to_owned()),
+            (ObjectKey::new("team", "renewed"), "new".to_owned()),
+            (ObjectKey::new("team", "partial"), "u3".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(platform.sweep_snapshots(&existing), 3);
+        assert!(dir("kept").join("volumes/work").is_dir());
+        for name in ["gone", "renewed", "partial"] {
+            assert!(!dir(name).exists(), "{name}");
+        }
+        platform.remove_snapshot(&ObjectKey::new("team", "kept"));
+        assert!(!dir("kept").exists());
     }
 }
