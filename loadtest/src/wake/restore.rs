@@ -10,7 +10,8 @@
 //! Each wake is connect → request → the first response byte through the proxy, with the
 //! sandbox suspended (and its checkpoint recorded) before. Needs runsc and root.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 
 use super::up::RouseUp;
-use super::{DEADLINE, Latencies, SETTLE, first_byte, first_byte_retrying};
+use super::{DEADLINE, Latencies, SETTLE, first_byte};
 
 /// The sandbox suspended by checkpoint, and the one suspended by stop.
 const WARM: &str = "restored";
@@ -76,9 +77,43 @@ pub fn run(options: &RestoreOptions) -> anyhow::Result<RestoreReport> {
     }
     let data = tempfile::tempdir().context("temporary data directory")?;
     let mut rouse = RouseUp::start(&options.rouse, data.path())?;
-    let result = sides(&rouse, &data.path().join("data"), options);
+    let dir = data.path().join("data");
+    let result = sides(&rouse, &dir, options).map_err(|error| {
+        let log = |name: &str| {
+            let path = dir.join("logs/default").join(format!("{name}.log"));
+            std::fs::read_to_string(path).unwrap_or_default()
+        };
+        error.context(format!(
+            "workload logs:\n{WARM}:\n{}\n{COLD}:\n{}",
+            log(WARM),
+            log(COLD)
+        ))
+    });
+    // Deleted, so their network namespaces go with them.
+    let deleted = delete(&rouse, &[WARM, COLD]);
     rouse.stop();
-    result
+    let report = result?;
+    deleted?;
+    Ok(report)
+}
+
+/// Deletes the sandboxes and waits until they are gone.
+fn delete(rouse: &RouseUp, names: &[&str]) -> anyhow::Result<()> {
+    for name in names {
+        let path = format!("/v1/namespaces/default/sandboxes/{name}");
+        rouse.api("DELETE", &path, None)?;
+    }
+    let until = Instant::now() + DEADLINE;
+    for name in names {
+        let path = format!("/v1/namespaces/default/sandboxes/{name}");
+        while rouse.api("GET", &path, None)?.0 != 404 {
+            if Instant::now() > until {
+                bail!("{name} not deleted within {DEADLINE:?}");
+            }
+            std::thread::sleep(SETTLE);
+        }
+    }
+    Ok(())
 }
 
 fn sides(rouse: &RouseUp, data: &Path, options: &RestoreOptions) -> anyhow::Result<RestoreReport> {
@@ -148,6 +183,13 @@ fn sides(rouse: &RouseUp, data: &Path, options: &RestoreOptions) -> anyhow::Resu
 }
 
 fn create(rouse: &RouseUp, name: &str, strategy: &str, mib: usize) -> anyhow::Result<()> {
+    // In its own network namespace the workload listens on every address of it; with host
+    // networking on loopback only (the port's lease holds it there).
+    let bind = if strategy == "Checkpoint" {
+        "0.0.0.0"
+    } else {
+        "127.0.0.1"
+    };
     let sandbox = json!({
         "apiVersion": "agents.x-k8s.io/v1beta1",
         "kind": "Sandbox",
@@ -163,7 +205,7 @@ fn create(rouse: &RouseUp, name: &str, strategy: &str, mib: usize) -> anyhow::Re
                     "command": ["python3", "-c", WORKLOAD],
                     "env": [
                         {"name": "MIB", "value": mib.to_string()},
-                        {"name": "BIND", "value": "0.0.0.0"},
+                        {"name": "BIND", "value": bind},
                     ],
                     "ports": [{"containerPort": PORT}],
                 }],
@@ -256,9 +298,11 @@ fn bare_restores(
             .spawn()
             .context("spawn runsc restore")?;
         let addr = SocketAddr::from((ip, PORT));
-        let result = first_byte_retrying(addr, "localhost", t + DEADLINE);
+        let result = answered(addr, t + DEADLINE);
         let took = t.elapsed();
         runsc(&["kill", "--all", id, "9"]);
+        // `runsc restore` itself (nsenter, unshare and sh exec into it).
+        let _ = child.kill();
         let _ = child.wait();
         runsc(&["delete", "--force", id]);
         result.context("the bare restore never answered")?;
@@ -268,6 +312,29 @@ fn bare_restores(
         name: "bare runsc restore (spawn → first byte)",
         samples,
     })
+}
+
+/// Retries a GET on `addr` until its first response byte arrives or `until`: each connect
+/// is bounded, since an address in a namespace nobody answers in yet can swallow a SYN.
+fn answered(addr: SocketAddr, until: Instant) -> anyhow::Result<()> {
+    loop {
+        let attempt = (|| -> anyhow::Result<()> {
+            let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200))?;
+            stream.set_read_timeout(Some(DEADLINE))?;
+            stream.set_nodelay(true)?;
+            stream.write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n")?;
+            let mut byte = [0u8; 1];
+            if stream.read(&mut byte)? == 0 {
+                bail!("{addr} closed without answering");
+            }
+            Ok(())
+        })();
+        match attempt {
+            Ok(()) => return Ok(()),
+            Err(error) if Instant::now() > until => return Err(error),
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
 }
 
 /// Prints the three sides and the ratios the goal is stated in.
