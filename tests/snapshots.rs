@@ -8,12 +8,23 @@
 //! - `a_request_during_a_checkpoint_suspend_is_served_after_restore`: requests sent while the
 //!   checkpoint is being taken are held and served by the restored workload.
 //!
-//! They need runsc and root (network namespaces); under `CI` their absence fails the test.
+//! - `forks_from_one_snapshot_continue_from_its_memory_and_diverge`: a `SandboxSnapshot` of
+//!   the running counter (a live checkpoint and restore), three sandboxes made from it with
+//!   `restoreFrom` each answer the snapshot's next count and then count on their own.
+//! - `a_snapshot_of_a_process_sandbox_keeps_volumes_and_forks_wait_for_it`: volumes only (the
+//!   memory is reported unsupported), a fork of a missing snapshot waits with
+//!   `Ready=False/SnapshotNotFound` and starts once it is taken, deletion removes the data.
+//!
+//! The gvisor tests need runsc and root (network namespaces); under `CI` their absence fails
+//! the test.
 
 mod support;
 
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
 use serde_json::{Value, json};
-use support::{Options, Rouse, condition, sandbox};
+use support::{DEADLINE, Options, Rouse, condition, sandbox};
 
 /// An HTTP/1.1 (keep-alive) server on `BIND` whose answer counts the requests it served: the
 /// count lives only in memory. Keep-alive matters: a server that closes first leaves its side
@@ -204,4 +215,198 @@ async fn the_process_runtime_falls_back_to_stop_and_says_why() {
     );
     // Woken by a request: a fresh start, volumes kept.
     assert_eq!(count(&rouse, "plain").await, 1);
+}
+
+/// Creates a `SandboxSnapshot` of `sandbox` in `default`.
+async fn create_snapshot(rouse: &Rouse, name: &str, sandbox: &str) {
+    let snapshot = json!({
+        "apiVersion": "agents.x-k8s.io/v1beta1",
+        "kind": "SandboxSnapshot",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"sandboxName": sandbox},
+    });
+    let path = "/v1/namespaces/default/sandboxsnapshots";
+    let (code, body) = rouse.api("POST", path, Some(&snapshot)).await;
+    assert_eq!(code, 201, "create snapshot: {body}");
+}
+
+/// Waits until the snapshot's phase is `phase`; returns it.
+async fn wait_snapshot(rouse: &Rouse, name: &str, phase: &str) -> Value {
+    let path = format!("/v1/namespaces/default/sandboxsnapshots/{name}");
+    let until = Instant::now() + DEADLINE;
+    loop {
+        let (code, body) = rouse.api("GET", &path, None).await;
+        if code == 200 && body["status"]["phase"] == phase {
+            return body;
+        }
+        if Instant::now() > until {
+            rouse.fail(&format!(
+                "snapshot {name} not {phase} within {DEADLINE:?}; last: {code} {body}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Deletes the snapshot and waits until its data is gone from the data directory.
+async fn delete_snapshot(rouse: &Rouse, name: &str) {
+    let path = format!("/v1/namespaces/default/sandboxsnapshots/{name}");
+    let (code, body) = rouse.api("DELETE", &path, None).await;
+    assert!(code == 200 || code == 202, "delete answered {code}: {body}");
+    let dir = snapshot_dir(rouse, name);
+    support::eventually(&format!("{} removed", dir.display()), || !dir.exists()).await;
+}
+
+fn snapshot_dir(rouse: &Rouse, name: &str) -> PathBuf {
+    rouse_shared::datadir::snapshot_dir(&rouse.data, "default", name)
+}
+
+/// A sandbox started from snapshot `from`, with `spec` merged in.
+fn fork(name: &str, script: &str, from: &str, mut spec: Value) -> Value {
+    spec["restoreFrom"] = json!({"snapshotName": from});
+    sandbox(name, script, spec)
+}
+
+#[tokio::test]
+async fn forks_from_one_snapshot_continue_from_its_memory_and_diverge() {
+    if !checkpoint_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rouse = Rouse::start(dir.path(), &Options::default());
+    rouse.create(&counter("origin")).await;
+    rouse.wait_condition("origin", "Ready", "True", None).await;
+    assert_eq!(count(&rouse, "origin").await, 1);
+    assert_eq!(count(&rouse, "origin").await, 2);
+    std::fs::write(rouse.volume("origin", "work").join("seed.txt"), "kept").expect("seed");
+
+    // A snapshot of the running sandbox: checkpointed, copied, restored at once.
+    create_snapshot(&rouse, "snap", "origin").await;
+    let snap = wait_snapshot(&rouse, "snap", "Ready").await;
+    let status = &snap["status"];
+    assert_eq!(status["provider"], "local-gvisor", "{snap}");
+    assert!(
+        status["sizeBytes"].as_i64().is_some_and(|n| n > 0),
+        "{snap}"
+    );
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(message.contains("memory image and 1 volume"), "{snap}");
+    assert!(message.contains("paused"), "{snap}");
+    eprintln!("live snapshot: {message}");
+    // The origin kept its memory through the snapshot, and names it.
+    assert_eq!(count(&rouse, "origin").await, 3);
+    let origin = rouse.sandbox("origin").await.expect("exists");
+    assert_eq!(origin["status"]["lastSnapshot"]["name"], "snap", "{origin}");
+
+    let spec = json!({
+        "suspension": {"strategy": "Checkpoint"},
+        "podTemplate": {"spec": {"runtimeClassName": "gvisor"}},
+    });
+    let forks = ["fork-a", "fork-b", "fork-c"];
+    for name in forks {
+        rouse
+            .create(&fork(
+                name,
+                &counter_script("0.0.0.0"),
+                "snap",
+                spec.clone(),
+            ))
+            .await;
+    }
+    // Each continues from the snapshot's count (2), in its own network namespace.
+    for name in forks {
+        rouse.wait_condition(name, "Ready", "True", None).await;
+        assert_eq!(count(&rouse, name).await, 3, "{name}");
+        assert!(
+            rouse.log(name).contains("restoring from checkpoint"),
+            "{name}: {}",
+            rouse.log(name)
+        );
+        let seed = std::fs::read_to_string(rouse.volume(name, "work").join("seed.txt"));
+        assert_eq!(seed.ok().as_deref(), Some("kept"), "{name}: volume copied");
+    }
+    // ... and then each counts on its own.
+    assert_eq!(count(&rouse, "fork-a").await, 4);
+    assert_eq!(count(&rouse, "fork-a").await, 5);
+    assert_eq!(count(&rouse, "fork-b").await, 4);
+    assert_eq!(count(&rouse, "origin").await, 4);
+    assert_eq!(count(&rouse, "fork-c").await, 4);
+    let endpoints: std::collections::HashSet<String> = {
+        let mut seen = std::collections::HashSet::new();
+        for name in forks.iter().chain(&["origin"]) {
+            let s = rouse.sandbox(name).await.expect("exists");
+            seen.insert(s["status"]["endpoint"]["address"].to_string());
+        }
+        seen
+    };
+    assert_eq!(endpoints.len(), 4, "each its own address: {endpoints:?}");
+
+    // A snapshot of a sandbox suspended by checkpoint copies its pending image.
+    suspend(&rouse, "fork-a").await;
+    create_snapshot(&rouse, "asleep", "fork-a").await;
+    let snap = wait_snapshot(&rouse, "asleep", "Ready").await;
+    let message = snap["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("memory image"), "{snap}");
+    assert!(
+        !message.contains("paused"),
+        "not paused: it was asleep: {snap}"
+    );
+    rouse
+        .create(&fork("fork-d", &counter_script("0.0.0.0"), "asleep", spec))
+        .await;
+    assert_eq!(count(&rouse, "fork-d").await, 6, "fork-a's memory");
+    assert_eq!(count(&rouse, "fork-a").await, 6, "woken on its own");
+
+    // The snapshot outlives its sandbox; deleting it removes its data.
+    delete(&rouse, "origin").await;
+    wait_snapshot(&rouse, "snap", "Ready").await;
+    assert!(snapshot_dir(&rouse, "snap").join("image").is_dir());
+    delete_snapshot(&rouse, "snap").await;
+    delete_snapshot(&rouse, "asleep").await;
+    for name in forks.iter().chain(&["fork-d"]) {
+        delete(&rouse, name).await;
+    }
+}
+
+#[tokio::test]
+async fn a_snapshot_of_a_process_sandbox_keeps_volumes_and_forks_wait_for_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rouse = Rouse::start(dir.path(), &Options::default());
+    let script = counter_script("127.0.0.1");
+    rouse.create(&sandbox("plain", &script, json!({}))).await;
+    rouse.wait_condition("plain", "Ready", "True", None).await;
+    assert_eq!(count(&rouse, "plain").await, 1);
+    std::fs::write(rouse.volume("plain", "work").join("seed.txt"), "kept").expect("seed");
+
+    // A fork of a snapshot that does not exist yet waits for it.
+    rouse
+        .create(&fork("copy", &script, "later", json!({})))
+        .await;
+    let waiting = rouse
+        .wait_condition("copy", "Ready", "False", Some("SnapshotNotFound"))
+        .await;
+    assert!(rouse.runs("copy").is_empty(), "not started: {waiting}");
+
+    create_snapshot(&rouse, "later", "plain").await;
+    let snap = wait_snapshot(&rouse, "later", "Ready").await;
+    assert_eq!(snap["status"]["provider"], "local-process", "{snap}");
+    let message = snap["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("1 volume(s), no memory"), "{snap}");
+    assert!(message.contains("includeMemory is unsupported"), "{snap}");
+    assert!(snap["status"]["takenAt"].is_string(), "{snap}");
+    let plain = rouse.sandbox("plain").await.expect("exists");
+    assert_eq!(plain["status"]["lastSnapshot"]["name"], "later", "{plain}");
+
+    // The fork starts from the snapshot's volumes, fresh in memory, and goes its own way.
+    rouse.wait_condition("copy", "Ready", "True", None).await;
+    assert_eq!(count(&rouse, "copy").await, 1);
+    let seed = rouse.volume("copy", "work").join("seed.txt");
+    assert_eq!(std::fs::read_to_string(&seed).ok().as_deref(), Some("kept"));
+    std::fs::write(&seed, "changed").expect("write");
+    let origin = std::fs::read_to_string(rouse.volume("plain", "work").join("seed.txt"));
+    assert_eq!(origin.ok().as_deref(), Some("kept"), "a copy, not a share");
+
+    delete_snapshot(&rouse, "later").await;
+    // The fork was seeded once; it runs on without the snapshot.
+    assert_eq!(count(&rouse, "copy").await, 2);
 }

@@ -72,7 +72,11 @@ struct Cli {
     /// Wake cycles of the `wake` scenario (and backend starts for its baseline).
     #[arg(long, default_value_t = 200, env = "ROUSE_LOADTEST_CYCLES")]
     cycles: usize,
-    /// The `rouse` binary the `wake` scenario runs; default: `rouse` beside this binary.
+    /// restore: MiB of memory the workload writes before it is checkpointed.
+    #[arg(long, default_value_t = 256, env = "ROUSE_LOADTEST_MIB")]
+    mib: usize,
+    /// The `rouse` binary the `wake` and `restore` scenarios run; default: `rouse` beside
+    /// this binary.
     #[arg(long, value_name = "PATH")]
     rouse: Option<PathBuf>,
 }
@@ -99,6 +103,10 @@ enum Scenario {
     /// Wake-on-connect latency of `rouse up` against the backend's own start time (needs
     /// `cargo build --release -p rouse`; not part of the default set).
     Wake,
+    /// Wake of a gVisor sandbox suspended by checkpoint (`--mib` MiB in memory) through the
+    /// proxy, against the bare `runsc restore` and a cold start of the same workload (needs
+    /// `cargo build --release -p rouse`, runsc and root; not part of the default set).
+    Restore,
     /// The `wake` scenario's workload: an HTTP server on `$PORT` (internal).
     #[value(hide = true)]
     Backend,
@@ -137,6 +145,11 @@ fn main() -> anyhow::Result<()> {
             proxy::held_scenario(&cli.held_counts)?;
             continue;
         }
+        if scenario == Scenario::Restore {
+            println!("== Restore");
+            restore_scenario(&cli)?;
+            continue;
+        }
         if scenario == Scenario::Wake {
             println!("== Wake");
             wake_scenario(&cli)?;
@@ -166,7 +179,11 @@ fn main() -> anyhow::Result<()> {
                 batch_size: 32,
                 max_time,
             })?,
-            Scenario::Controller | Scenario::Wake | Scenario::Claims | Scenario::Held => continue,
+            Scenario::Controller
+            | Scenario::Wake
+            | Scenario::Claims
+            | Scenario::Held
+            | Scenario::Restore => continue,
         };
         println!("== {scenario:?}");
         measure::print_pair(&subject, &baseline);
@@ -186,6 +203,22 @@ fn wake_scenario(cli: &Cli) -> anyhow::Result<()> {
         max_time: Duration::from_secs(cli.seconds.max(60)),
     };
     wake::print(&wake::run(&options)?);
+    Ok(())
+}
+
+/// Runs the restore benchmark against the `rouse` binary beside this one (or `--rouse`).
+fn restore_scenario(cli: &Cli) -> anyhow::Result<()> {
+    let rouse = match &cli.rouse {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("rouse"),
+    };
+    let options = wake::restore::RestoreOptions {
+        rouse,
+        cycles: cli.cycles,
+        max_time: Duration::from_secs(cli.seconds.max(60)),
+        mib: cli.mib.max(1),
+    };
+    wake::restore::print(&wake::restore::run(&options)?);
     Ok(())
 }
 

@@ -43,6 +43,16 @@ pub fn log_file(data_dir: &Path, namespace: &str, sandbox: &str) -> PathBuf {
         .join(file_name(sandbox, "log"))
 }
 
+/// `{data}/snapshots/{namespace}/{snapshot}.snapshot/`: a `SandboxSnapshot`'s taken data (its
+/// record, memory image and volume copies; see [`file_name`] for long names). Kept apart from
+/// the sandbox's directories, so a snapshot outlives its sandbox.
+pub fn snapshot_dir(data_dir: &Path, namespace: &str, snapshot: &str) -> PathBuf {
+    data_dir
+        .join("snapshots")
+        .join(namespace)
+        .join(file_name(snapshot, "snapshot"))
+}
+
 /// The longest file name the usual Linux filesystems take, in bytes.
 const NAME_MAX: usize = 255;
 

@@ -124,6 +124,12 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     platform.set_quiesce(Arc::new(ProxyQuiesce(proxy.router().clone())));
 
     let shutdown = CancellationToken::new();
+    // Snapshots are taken on the same platform the sandbox driver runs.
+    let snapshots = tokio::spawn(rouse_controller::snapshot::standalone::run(
+        store.clone(),
+        platform.clone(),
+        shutdown.clone(),
+    ));
     let driver = tokio::spawn(standalone::run(store.clone(), platform, shutdown.clone()));
     // Warm pools and claims: their members and sandboxes are run by the driver above.
     let extensions = tokio::spawn(rouse_controller::extensions::run_standalone(
@@ -181,6 +187,9 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
         Ok(Ok(())) => {}
         Ok(Err(err)) => tracing::error!(error = %err, "the api stopped with an error"),
         Err(err) => tracing::error!(error = %err, "the api task failed"),
+    }
+    if let Err(err) = snapshots.await {
+        tracing::error!(error = %err, "the snapshot driver task failed");
     }
     if let Err(err) = extensions.await {
         tracing::error!(error = %err, "the pool and claim driver task failed");

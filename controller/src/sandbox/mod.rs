@@ -12,8 +12,8 @@ mod workload;
 pub use action::{Action, SandboxOp, ServiceSpec, VolumeSpec, WorkloadSpec};
 pub use conditions::Transition;
 pub use observed::{
-    Observed, ObservedMemorySharing, ObservedService, ObservedVolume, Ownership, SharingState,
-    Workload, WorkloadPhase,
+    Observed, ObservedMemorySharing, ObservedService, ObservedVolume, Ownership, RestoreSource,
+    SharingState, Workload, WorkloadPhase,
 };
 pub use plan::{Plan, plan};
 pub use reconcile::{ReconcileError, ReconcileOutcome, reconcile_sandbox};

@@ -24,6 +24,9 @@ pub struct Observed {
     /// The platform's `Checkpointed` condition (see [`crate::snapshot::outcome`]), for a
     /// sandbox suspended by checkpoint; copied into the status as it is.
     pub checkpoint: Option<Condition>,
+    /// For a sandbox with `spec.restoreFrom`, where its snapshot stands; `None` when the
+    /// platform does not restore from snapshots (the sandbox then starts as usual).
+    pub restore: Option<RestoreSource>,
     /// What the platform can say about memory sharing, for a sandbox with
     /// `spec.memorySharing: Merge` (`None` otherwise, or where the platform says nothing).
     pub memory_sharing: Option<ObservedMemorySharing>,
@@ -52,6 +55,17 @@ pub enum SharingState {
     NotMarked,
     /// The runtime cannot merge this sandbox's memory at all (gVisor).
     Unsupported,
+}
+
+/// Where the snapshot a sandbox starts from (`spec.restoreFrom`) stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreSource {
+    /// It can be started from (or it already was).
+    Ready,
+    /// No `SandboxSnapshot` of that name; the message says which.
+    NotFound(String),
+    /// It exists but is not `Ready` (pending or failed); the message says why.
+    NotReady(String),
 }
 
 /// One workload (a Pod, or a local process) and its state.

@@ -17,6 +17,9 @@
 //!   volumes. Volumes are ensured whenever the sandbox is not expired.
 //! - Workloads: more than one owned → refuse (`Ready=False/MultiplePods`), touch none; the one
 //!   named like the pod but owned by someone else → never touched; an adoptable one is adopted.
+//! - `spec.restoreFrom` names a snapshot that does not exist or is not `Ready` (as the
+//!   platform observed it): no workload is created, `Ready=False/SnapshotNotFound` or
+//!   `SnapshotNotReady`, requeue after [`SNAPSHOT_WAIT`].
 //! - The status describes the state once the actions succeed.
 
 use std::time::Duration;
@@ -28,10 +31,13 @@ use rouse_shared::api::{Endpoint, OperatingMode, Sandbox, SandboxStatus, Shutdow
 
 use super::action::{Action, SandboxOp};
 use super::conditions::{FALSE, TRUE, UNKNOWN, Want, find};
-use super::observed::{Observed, Ownership, Workload, WorkloadPhase};
+use super::observed::{Observed, Ownership, RestoreSource, Workload, WorkloadPhase};
 use super::workload::{
     pod_name, pod_template_hash, selector, service_spec, volume_specs, workload_spec,
 };
+
+/// How long a sandbox waits for its `restoreFrom` snapshot before looking again.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(2);
 
 /// What to do for one sandbox, and the status to write afterwards.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -131,6 +137,12 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
     let current = classify(&observed.workloads, &name);
     let mut created = false;
     let mut deleting = false;
+    let waiting = match &observed.restore {
+        Some(RestoreSource::NotFound(message)) => Some((reason::SNAPSHOT_NOT_FOUND, message)),
+        Some(RestoreSource::NotReady(message)) => Some((reason::SNAPSHOT_NOT_READY, message)),
+        _ => None,
+    }
+    .filter(|_| want_running && matches!(current, Current::None));
     if let Current::Ours(w) = current
         && w.ownership == Ownership::Adoptable
     {
@@ -139,6 +151,9 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
         });
     }
     match (&current, want_running) {
+        (Current::None, true) if waiting.is_some() => {
+            deadlines.push(now.saturating_add(SNAPSHOT_WAIT).unwrap_or(now));
+        }
         (Current::None, true) => {
             out.actions
                 .push(Action::CreateWorkload(Box::new(workload_spec(sandbox))));
@@ -194,6 +209,9 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
         ready(&current, mode, expired, deleting, service_ok),
         suspended(&current, mode, deleting),
     ];
+    if let Some((why, message)) = waiting {
+        wants[0] = Want::new(condition::READY, FALSE, why, message.clone());
+    }
     if let Some(scheduled) = ours.and_then(|w| w.scheduled.clone()) {
         status.conditions.push(scheduled);
     }

@@ -812,3 +812,66 @@ fn a_not_owned_pod_is_never_adopted() {
     let plan = plan(&Sandbox::test("alice"), &observed, now());
     assert!(plan.actions.is_empty());
 }
+
+#[test]
+fn a_sandbox_restored_from_a_snapshot_waits_for_it() {
+    let sb = || {
+        let mut s = Sandbox::test("alice").volume("data");
+        s.spec.restore_from = Some(rouse_shared::api::RestoreFrom {
+            snapshot_name: "snap".to_owned(),
+        });
+        s
+    };
+    let with = |restore: RestoreSource| Observed {
+        restore: Some(restore),
+        ..Observed::nothing()
+    };
+    let missing = || RestoreSource::NotFound("snapshot snap does not exist".to_owned());
+    let pending = || RestoreSource::NotReady("snapshot snap is not taken yet".to_owned());
+    run(vec![
+        Case {
+            name: "a missing snapshot: volumes only, no workload, requeue",
+            given: (sb(), with(missing()), now()),
+            want: requeue(
+                want(
+                    &["ensure_volume data-alice"],
+                    &[],
+                    "False/SnapshotNotFound",
+                    NOT_SUSPENDED,
+                ),
+                2,
+            ),
+        },
+        Case {
+            name: "a snapshot not ready yet: no workload, requeue",
+            given: (sb(), with(pending()).claim("data-alice"), now()),
+            want: requeue(want(&[], &[], "False/SnapshotNotReady", NOT_SUSPENDED), 2),
+        },
+        Case {
+            name: "a ready snapshot: the workload is created",
+            given: (sb(), with(RestoreSource::Ready).claim("data-alice"), now()),
+            want: want(
+                &["create_workload alice"],
+                &[],
+                "False/DependenciesNotReady",
+                NOT_SUSPENDED,
+            ),
+        },
+        Case {
+            name: "a running fork does not care about its snapshot any more",
+            given: (
+                sb(),
+                with(missing())
+                    .claim("data-alice")
+                    .workload(Workload::ready("alice")),
+                now(),
+            ),
+            want: want(&[], &[], "True/DependenciesReady", NOT_SUSPENDED),
+        },
+        Case {
+            name: "a suspended fork waits for nothing",
+            given: (sb().suspended(), with(missing()).claim("data-alice"), now()),
+            want: want(&[], &[], "False/SandboxSuspended", "True/PodTerminated"),
+        },
+    ]);
+}

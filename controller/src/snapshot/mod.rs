@@ -8,6 +8,9 @@
 //! in the sandbox's `Checkpointed` condition (see [`outcome`]).
 
 pub mod outcome;
+pub mod plan;
+pub mod record;
+pub mod standalone;
 
 use futures::future::BoxFuture;
 use rouse_shared::api::Sandbox;

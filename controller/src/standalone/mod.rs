@@ -9,13 +9,14 @@
 //! every workload is stopped with its grace period before `run` returns.
 
 mod feed;
+mod restore;
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::Resource;
-use rouse_shared::api::Sandbox;
+use rouse_shared::api::{Sandbox, SandboxSnapshot};
 use rouse_shared::store::{ObjectKey, Store};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -95,7 +96,7 @@ pub async fn run<S>(
     shutdown: CancellationToken,
 ) -> Result<(), DriverError>
 where
-    S: Store<Sandbox> + Clone + 'static,
+    S: Store<Sandbox> + Store<SandboxSnapshot> + Clone + 'static,
 {
     run_with(store, platform, DriverConfig::default(), shutdown).await
 }
@@ -108,7 +109,7 @@ pub async fn run_with<S>(
     shutdown: CancellationToken,
 ) -> Result<(), DriverError>
 where
-    S: Store<Sandbox> + Clone + 'static,
+    S: Store<Sandbox> + Store<SandboxSnapshot> + Clone + 'static,
 {
     let mut changes = platform.take_changes().ok_or(DriverError::ChangesTaken)?;
     let removed = platform.recover().await;
@@ -215,7 +216,7 @@ struct Driver<S> {
     jobs: JoinSet<(ObjectKey, Outcome)>,
 }
 
-impl<S: Store<Sandbox> + Clone + 'static> Driver<S> {
+impl<S: Store<Sandbox> + Store<SandboxSnapshot> + Clone + 'static> Driver<S> {
     fn feed(&mut self, feed: Feed) {
         match feed {
             Feed::Listed(keys) => {
@@ -290,13 +291,13 @@ impl<S: Store<Sandbox> + Clone + 'static> Driver<S> {
 
 /// Reads the sandbox and reconciles it; a sandbox that is gone has its workload stopped and
 /// its directories removed.
-async fn reconcile_one<S: Store<Sandbox>>(
+async fn reconcile_one<S: Store<Sandbox> + Store<SandboxSnapshot>>(
     store: &S,
     platform: &LocalPlatform,
     key: &ObjectKey,
 ) -> Outcome {
     let started = std::time::Instant::now();
-    let (outcome, result) = match store.get(key).await {
+    let (outcome, result) = match Store::<Sandbox>::get(store, key).await {
         Err(error) if error.is_not_found() => {
             platform.remove(key).await;
             (Outcome::Gone, "ok")
@@ -312,7 +313,19 @@ async fn reconcile_one<S: Store<Sandbox>>(
                 // garbage collector would delete the Pod.
                 platform.stop_workload(key);
             }
-            match reconcile_sandbox(store, platform, &sandbox, Timestamp::now()).await {
+            let restore = match restore::restore_source(store, platform, &sandbox).await {
+                Ok(restore) => restore,
+                Err(error) => {
+                    tracing::warn!(%error, "reading the sandbox's restoreFrom snapshot failed");
+                    let retry = error.is_retryable();
+                    return Outcome::Failed { retry };
+                }
+            };
+            let platform = restore::Restoring {
+                platform: platform.clone(),
+                restore,
+            };
+            match reconcile_sandbox(store, &platform, &sandbox, Timestamp::now()).await {
                 Ok(outcome) if outcome.deleted => (Outcome::Done(None), "ok"),
                 Ok(outcome) => (Outcome::Done(outcome.requeue_after), "ok"),
                 Err(error) => {

@@ -19,6 +19,7 @@ use serde_json::json;
 
 use up::RouseUp;
 
+pub mod restore;
 mod up;
 
 /// Bounds every wait for a state; only a failure takes this long.

@@ -151,18 +151,34 @@ impl RouseUp {
 
     /// Polls until the sandbox's condition `kind` has `status`.
     pub(super) fn wait_condition(&self, kind: &str, status: &str) -> anyhow::Result<()> {
-        let path = format!("/v1/namespaces/default/sandboxes/{NAME}");
+        self.wait_condition_of(NAME, kind, status)
+    }
+
+    /// Polls until the condition `kind` of sandbox `name` has `status` (`"absent"`: until it
+    /// has no such condition).
+    pub(super) fn wait_condition_of(
+        &self,
+        name: &str,
+        kind: &str,
+        status: &str,
+    ) -> anyhow::Result<()> {
+        let path = format!("/v1/namespaces/default/sandboxes/{name}");
         let until = Instant::now() + DEADLINE;
         loop {
             let (_, sandbox) = self.api("GET", &path, None)?;
-            let holds = sandbox["status"]["conditions"]
+            let found = sandbox["status"]["conditions"]
                 .as_array()
-                .is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == status));
+                .and_then(|c| c.iter().find(|c| c["type"] == kind))
+                .map(|c| c["status"].clone());
+            let holds = match found {
+                Some(s) => s == status,
+                None => status == "absent",
+            };
             if holds {
                 return Ok(());
             }
             if Instant::now() > until {
-                bail!("{NAME}: not {kind}={status} within {DEADLINE:?}: {sandbox}");
+                bail!("{name}: not {kind}={status} within {DEADLINE:?}: {sandbox}");
             }
             std::thread::sleep(POLL);
         }

@@ -60,6 +60,12 @@ pub mod reason {
     pub const DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
     /// `Ready=False`: the sandbox is suspended.
     pub const SANDBOX_SUSPENDED: &str = "SandboxSuspended";
+    /// `Ready=False`: `spec.restoreFrom` names a `SandboxSnapshot` that does not exist (Rouse
+    /// addition); the sandbox waits for it.
+    pub const SNAPSHOT_NOT_FOUND: &str = "SnapshotNotFound";
+    /// `Ready=False`: the `SandboxSnapshot` of `spec.restoreFrom` is not `Ready` (Rouse
+    /// addition); the sandbox waits for it.
+    pub const SNAPSHOT_NOT_READY: &str = "SnapshotNotReady";
     /// `Ready=False`: the pod succeeded.
     pub const POD_SUCCEEDED: &str = "PodSucceeded";
     /// `Ready=False`: the pod failed.

@@ -131,6 +131,8 @@ impl Platform for KubePlatform {
                         .to_owned(),
                     merged_bytes: None,
                 }),
+            // Forks from snapshots are a standalone feature so far.
+            restore: None,
         })
     }
 

@@ -57,6 +57,16 @@ impl Layout {
             .join(&key.name)
     }
 
+    /// `{data}/run/forks/{namespace}/{sandbox}`: the UID of a sandbox seeded from its
+    /// `spec.restoreFrom` snapshot, so it is seeded once.
+    pub fn fork_marker(&self, key: &ObjectKey) -> PathBuf {
+        self.data
+            .join("run")
+            .join("forks")
+            .join(&key.namespace)
+            .join(&key.name)
+    }
+
     /// `{data}/run/runsc`: the runsc state root.
     pub fn runsc_root(&self) -> PathBuf {
         self.data.join("run").join("runsc")

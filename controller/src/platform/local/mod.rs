@@ -4,12 +4,14 @@
 
 mod activity;
 mod checkpoint;
+mod copy;
 mod env;
 mod error;
 mod gvisor;
 mod ksm;
 mod launch;
 mod layout;
+mod live;
 mod netns;
 mod pidfile;
 mod platform;
@@ -17,6 +19,7 @@ mod ports;
 mod probe;
 mod process;
 mod sharing;
+mod snapshots;
 mod spec;
 mod supervisor;
 mod sweep;
@@ -34,8 +37,9 @@ pub use pidfile::write as write_pid_file;
 pub use platform::{CHANGES_CAPACITY, LOOPBACK, LocalConfig, LocalPlatform, NODE_NAME};
 pub use ports::PortMap;
 pub use probe::{ProbeAction, Readiness};
+pub use snapshots::TakeError;
 pub use spec::{LaunchSpec, PortSpec, RestartPolicy, RuntimeKind, VolumeSpec, expand};
-pub use supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
+pub use supervisor::{LiveSnapshots, Notify, Workload, WorkloadPhase, WorkloadStatus};
 
 #[cfg(test)]
 mod tests;

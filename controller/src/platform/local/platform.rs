@@ -20,7 +20,7 @@ use super::layout::{Layout, ensure_dir};
 use super::pidfile;
 use super::sharing;
 use super::spec::{LaunchSpec, PortSpec};
-use super::supervisor::{Notify, Workload, WorkloadPhase, WorkloadStatus};
+use super::supervisor::{LiveSnapshots, Notify, Workload, WorkloadPhase, WorkloadStatus};
 use super::sweep::{self, Claim};
 use crate::platform::{Platform, PlatformError, Result};
 use crate::sandbox::{self, Action, Observed, ObservedService, ObservedVolume};
@@ -196,6 +196,18 @@ impl LocalPlatform {
             .map(|e| e.workload.status())
     }
 
+    /// A sandbox's workload now: its status, whether it is being stopped, and the handle
+    /// for live memory snapshots where it can take them.
+    pub(super) fn current(
+        &self,
+        key: &ObjectKey,
+    ) -> Option<(WorkloadStatus, bool, Option<LiveSnapshots>)> {
+        lock(&self.inner.state)
+            .workloads
+            .get(key)
+            .map(|e| (e.workload.status(), e.stopping, e.workload.live_snapshots()))
+    }
+
     /// Forgets a deleted sandbox: stops its workload, drops its Service record and deletes its
     /// volume and scratch directories (as Kubernetes' garbage collector deletes the owned
     /// PVCs). The log file stays for `rouse logs`.
@@ -316,10 +328,12 @@ impl LocalPlatform {
                 pgid,
                 self.inner.config.merge_exec.is_some(),
             ),
+            // The standalone driver adds where a `restoreFrom` snapshot stands.
+            restore: None,
         }
     }
 
-    fn create_workload(&self, sandbox: &Sandbox, spec: &sandbox::WorkloadSpec) -> Result<()> {
+    async fn create_workload(&self, sandbox: &Sandbox, spec: &sandbox::WorkloadSpec) -> Result<()> {
         let key = ObjectKey::of(sandbox);
         let what = || format!("create workload {key}");
         let mut launch = LaunchSpec::from_pod(&spec.spec).map_err(|e| platform_error(what(), e))?;
@@ -333,6 +347,10 @@ impl LocalPlatform {
             self.inner.ksm.ensure();
             launch.merge_exec = Some(trampoline.clone());
         }
+        // A fork starts from its snapshot: volumes copied, memory image pending.
+        self.seed_fork(sandbox, &mut launch)
+            .await
+            .map_err(|e| platform_error(what(), e))?;
         let runsc = match launch.runtime {
             super::RuntimeKind::Gvisor => Some(
                 Runsc::locate(&self.inner.config.runsc, &self.inner.layout)
@@ -429,7 +447,7 @@ impl Platform for LocalPlatform {
                 ensure_dir(&dir)
                     .map_err(|e| platform_error(format!("ensure volume {}", volume.claim_name), e))
             }
-            Action::CreateWorkload(spec) => self.create_workload(sandbox, spec),
+            Action::CreateWorkload(spec) => self.create_workload(sandbox, spec).await,
             Action::DeleteWorkload { .. } => {
                 let suspending =
                     sandbox.spec.effective_operating_mode() == OperatingMode::Suspended;

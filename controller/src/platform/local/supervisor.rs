@@ -5,13 +5,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rouse_shared::store::ObjectKey;
 use tokio::process::Child;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -21,6 +21,7 @@ use super::error::Result;
 use super::gvisor::Runsc;
 use super::launch::{Launch, describe, log_line, signal_group, terminate_group};
 use super::layout::{Layout, ensure_dir};
+use super::live::{self, LiveSnapshot, Paused, SnapshotRequest};
 use super::netns::Netns;
 use super::pidfile;
 use super::ports::{PortLease, PortMap};
@@ -34,6 +35,9 @@ const BACKOFF_START: Duration = Duration::from_millis(250);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// A run that lasted this long resets the backoff.
 const BACKOFF_RESET: Duration = Duration::from_secs(10);
+
+/// How long a live snapshot may take, from the request to the restored workload's readiness.
+const LIVE_SNAPSHOT_DEADLINE: Duration = Duration::from_secs(120);
 
 /// Called with the sandbox's key whenever its workload's state changes.
 pub type Notify = Arc<dyn Fn(&ObjectKey) + Send + Sync>;
@@ -77,7 +81,37 @@ pub struct Workload {
     stop: CancellationToken,
     /// Set before `stop` when the stop is a checkpoint suspend.
     checkpoint: Arc<AtomicBool>,
+    /// Live snapshot requests to the supervisor.
+    snapshots: mpsc::Sender<SnapshotRequest>,
+    /// Whether the workload can be checkpointed (gVisor in its own network namespace).
+    checkpointable: bool,
     task: JoinHandle<()>,
+}
+
+/// Asks a running workload's supervisor for live memory snapshots.
+#[derive(Debug, Clone)]
+pub struct LiveSnapshots {
+    requests: mpsc::Sender<SnapshotRequest>,
+}
+
+impl LiveSnapshots {
+    /// Takes a memory snapshot of the running workload into `dir` (see [`super::live`]):
+    /// answers once the workload, restored from it, is ready again.
+    pub async fn take(&self, dir: PathBuf) -> std::result::Result<LiveSnapshot, String> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(SnapshotRequest { dir, reply })
+            .await
+            .map_err(|_| "the workload stopped".to_owned())?;
+        match tokio::time::timeout(LIVE_SNAPSHOT_DEADLINE, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err("the workload stopped before the snapshot was taken".to_owned()),
+            Err(_) => Err(format!(
+                "no snapshot within {}s",
+                LIVE_SNAPSHOT_DEADLINE.as_secs()
+            )),
+        }
+    }
 }
 
 /// What runs a workload's launches.
@@ -149,6 +183,8 @@ impl Workload {
             }
         };
         let launch = runner.prepare(layout, &key, &spec, &ports)?;
+        let checkpointable = matches!(&runner, Runner::Gvisor(r) if r.netns().is_some());
+        let (snapshots, requests) = mpsc::channel(1);
         let (status_tx, status) = watch::channel(WorkloadStatus {
             phase: WorkloadPhase::Pending,
             ready: false,
@@ -176,13 +212,24 @@ impl Workload {
             checkpoint: Arc::clone(&checkpoint),
             quiesce,
             notify,
+            requests: tokio::sync::Mutex::new(requests),
+            paused: Mutex::new(None),
         };
         let task = tokio::spawn(supervisor.run().instrument(span));
         Ok(Self {
             status,
             stop,
             checkpoint,
+            snapshots,
+            checkpointable,
             task,
+        })
+    }
+
+    /// The handle for live memory snapshots, if this workload can be checkpointed.
+    pub fn live_snapshots(&self) -> Option<LiveSnapshots> {
+        self.checkpointable.then(|| LiveSnapshots {
+            requests: self.snapshots.clone(),
         })
     }
 
@@ -242,12 +289,21 @@ struct Supervisor {
     checkpoint: Arc<AtomicBool>,
     quiesce: Option<Arc<dyn Quiesce>>,
     notify: Notify,
+    /// Live snapshot requests (locked by `run_once` only, one run at a time).
+    requests: tokio::sync::Mutex<mpsc::Receiver<SnapshotRequest>>,
+    /// A live snapshot waiting for the restored workload.
+    paused: Mutex<Option<Paused>>,
 }
 
 /// How one run ended.
 enum RunEnd {
-    Exited { succeeded: bool, message: String },
+    Exited {
+        succeeded: bool,
+        message: String,
+    },
     Stopped,
+    /// Saved by a live snapshot: start again at once (a restore).
+    Snapshotted,
 }
 
 impl Supervisor {
@@ -259,6 +315,12 @@ impl Supervisor {
             let started = Instant::now();
             let (succeeded, message) = match self.run_once().await {
                 RunEnd::Stopped => break,
+                RunEnd::Snapshotted if self.stop.is_cancelled() => {
+                    // Stopped meanwhile: the image stays pending, the next start restores it.
+                    self.finish_paused(false);
+                    break;
+                }
+                RunEnd::Snapshotted => continue,
                 RunEnd::Exited { succeeded, message } => (succeeded, message),
             };
             let result = if succeeded { "succeeded" } else { "failed" };
@@ -367,23 +429,37 @@ impl Supervisor {
                 checkpoint::restored(&self.layout, &self.key);
             }
             self.publish(|s| s.ready = ready);
-        });
-        let end = tokio::select! {
-            status = child.wait() => {
-                let status = status.ok();
-                self.after_exit(pgid).await;
-                let message = status.as_ref().map_or_else(|| "lost track of the process".to_owned(), describe);
-                if restoring.load(Ordering::Acquire) {
-                    checkpoint::restore_failed(&self.layout, &self.key, &message);
-                }
-                RunEnd::Exited { succeeded: status.is_some_and(|s: ExitStatus| s.success()), message }
+            if ready {
+                self.finish_paused(true);
             }
-            never = readiness => match never {},
-            () = self.stop.cancelled() => {
-                let status = self.terminate(&mut child).await;
-                let message = status.as_ref().map_or_else(|| "stop did not finish".to_owned(), describe);
-                log_line(&self.log, &format!("stopped ({message})"));
-                RunEnd::Stopped
+        });
+        tokio::pin!(readiness);
+        let end = loop {
+            tokio::select! {
+                status = child.wait() => {
+                    let status = status.ok();
+                    self.after_exit(pgid).await;
+                    let message = status.as_ref().map_or_else(|| "lost track of the process".to_owned(), describe);
+                    if restoring.load(Ordering::Acquire) {
+                        checkpoint::restore_failed(&self.layout, &self.key, &message);
+                    }
+                    self.finish_paused(false);
+                    break RunEnd::Exited { succeeded: status.is_some_and(|s: ExitStatus| s.success()), message };
+                }
+                never = &mut readiness => match never {},
+                () = self.stop.cancelled() => {
+                    self.finish_paused(false);
+                    let status = self.terminate(&mut child).await;
+                    let message = status.as_ref().map_or_else(|| "stop did not finish".to_owned(), describe);
+                    log_line(&self.log, &format!("stopped ({message})"));
+                    break RunEnd::Stopped;
+                }
+                Some(request) = next_request(&self.requests) => {
+                    match self.snapshot_live(&mut child, request).await {
+                        Some(end) => break end,
+                        None => continue,
+                    }
+                }
             }
         };
         pidfile::remove(&self.pid_file);
@@ -477,8 +553,72 @@ impl Supervisor {
         }
     }
 
+    /// Takes a live snapshot (see [`live`]); `None` when this workload cannot be checkpointed
+    /// (the request is refused and the run goes on).
+    async fn snapshot_live(&self, child: &mut Child, request: SnapshotRequest) -> Option<RunEnd> {
+        let runsc = match &self.runner {
+            Runner::Gvisor(runsc) if runsc.netns().is_some() => runsc,
+            _ => {
+                let _ = request.reply.send(Err(
+                    "the workload cannot be checkpointed (only gVisor in its own network namespace)".to_owned(),
+                ));
+                return None;
+            }
+        };
+        let volumes: Vec<String> = self.spec.volumes.iter().map(|v| v.name.clone()).collect();
+        log_line(&self.log, "checkpointing for a snapshot");
+        match live::take(
+            runsc,
+            &self.layout,
+            &self.key,
+            &volumes,
+            self.quiesce.as_ref(),
+            child,
+            request,
+        )
+        .await
+        {
+            Ok(paused) => {
+                *lock(&self.paused) = Some(paused);
+                pidfile::remove(&self.pid_file);
+                Some(RunEnd::Snapshotted)
+            }
+            Err(message) => {
+                // A failed checkpoint may have killed the sandbox: make sure it is gone, and
+                // let the restart policy start it again.
+                let _ = runsc.terminate(&self.key, child, self.spec.grace).await;
+                Some(RunEnd::Exited {
+                    succeeded: false,
+                    message,
+                })
+            }
+        }
+    }
+
+    /// Ends a live snapshot waiting for this run, if any.
+    fn finish_paused(&self, ready: bool) {
+        if let Some(paused) = lock(&self.paused).take() {
+            paused.finish(ready);
+        }
+    }
+
     fn publish(&self, change: impl FnOnce(&mut WorkloadStatus)) {
         self.status.send_modify(change);
         (self.notify)(&self.key);
     }
+}
+
+/// The next live snapshot request; `None` once every sender is gone (which disables the
+/// branch that waits for it).
+async fn next_request(
+    requests: &tokio::sync::Mutex<mpsc::Receiver<SnapshotRequest>>,
+) -> Option<SnapshotRequest> {
+    requests.lock().await.recv().await
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data that is still consistent.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -73,6 +73,7 @@ pub fn remove_dirs(layout: &Layout, key: &ObjectKey) {
         }
     }
     super::netns::Netns::remove(layout, key);
+    let _ = std::fs::remove_file(layout.fork_marker(key));
     // Last: a crash before this leaves the record, and the next claim of another UID wipes.
     let _ = std::fs::remove_file(owner_file(layout, key));
 }

@@ -1,0 +1,255 @@
+//! The standalone driver of `SandboxSnapshot`s: a list+watch of the store's snapshots feeds
+//! one work queue (per-key dedupe, so one snapshot is never taken twice at a time), at most
+//! [`SNAPSHOT_CONCURRENCY`] reconciles run at once, each the pure [`plan`] and a thin apply
+//! on the [`LocalPlatform`].
+//!
+//! Deletion needs no finalizer: a deleted snapshot's directory is removed when the deletion
+//! is seen, and the first list after a start sweeps every directory without a snapshot of
+//! that name and UID (so a `kill -9` between the delete and the removal leaks nothing).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::ResourceExt;
+use rouse_shared::api::{Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SandboxStatus};
+use rouse_shared::store::{Backoff, ListParams, ObjectKey, Seen, Store, list_watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::plan::{SnapshotObserved, Source, failed, plan};
+use crate::platform::local::{LocalPlatform, TakeError};
+use crate::queue::Queue;
+use crate::snapshot::Snapshotter;
+use crate::status::status_patch;
+
+/// Most snapshots taken at once: each copies volumes and may pause a sandbox.
+pub const SNAPSHOT_CONCURRENCY: usize = 2;
+/// Every snapshot is reconciled at least this often.
+const RESYNC: Duration = Duration::from_secs(60);
+/// The first retry delay after a failed reconcile.
+const RETRY_MIN: Duration = Duration::from_millis(500);
+/// The longest retry delay after failed reconciles.
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// The object kinds the driver needs from its store.
+pub trait SnapshotStore: Store<SandboxSnapshot> + Store<Sandbox> + Clone + 'static {}
+
+impl<S> SnapshotStore for S where S: Store<SandboxSnapshot> + Store<Sandbox> + Clone + 'static {}
+
+/// How one reconcile ended.
+#[derive(Debug)]
+enum Outcome {
+    /// Done; again after this long if set.
+    Done(Option<Duration>),
+    /// Failed; retry with backoff.
+    Retry,
+    /// The snapshot is gone (its data removed).
+    Gone,
+}
+
+/// Reconciles the store's snapshots on `platform` until `shutdown`.
+///
+/// # Example
+/// ```no_run
+/// # async fn demo(store: rouse_controller::store::EmbeddedStore) -> anyhow::Result<()> {
+/// use rouse_controller::platform::local::{LocalConfig, LocalPlatform};
+/// let platform = LocalPlatform::new(LocalConfig::new("/var/lib/rouse"))?;
+/// let shutdown = tokio_util::sync::CancellationToken::new();
+/// rouse_controller::snapshot::standalone::run(store, platform, shutdown).await;
+/// # Ok(()) }
+/// ```
+pub async fn run<S: SnapshotStore>(store: S, platform: LocalPlatform, shutdown: CancellationToken) {
+    let backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
+    let mut seen = list_watch::<SandboxSnapshot, S>(store.clone(), ListParams::default(), backoff);
+    let mut queue: Queue<ObjectKey> = Queue::default();
+    let mut jobs: JoinSet<(ObjectKey, Outcome)> = JoinSet::new();
+    let mut known: HashMap<ObjectKey, String> = HashMap::new();
+    let mut swept = false;
+    let mut resync = tokio::time::interval(RESYNC);
+    resync.reset();
+    loop {
+        let next_due = queue.next_due();
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            Some(done) = jobs.join_next(), if !jobs.is_empty() => match done {
+                Ok((key, outcome)) => {
+                    queue.done(&key);
+                    let now = Instant::now();
+                    match outcome {
+                        Outcome::Done(requeue) => {
+                            queue.succeeded(&key);
+                            if let Some(after) = requeue {
+                                queue.add_after(key, after, now);
+                            }
+                        }
+                        Outcome::Retry => {
+                            let after = queue.failed(&key, RETRY_MIN, RETRY_MAX);
+                            queue.add_after(key, after, now);
+                        }
+                        Outcome::Gone => queue.forget(&key),
+                    }
+                }
+                Err(error) => tracing::error!(%error, "snapshot reconcile task failed"),
+            },
+            item = seen.next() => match item {
+                None => break,
+                Some(Seen::Failed(error)) => {
+                    metrics::counter!("rouse_controller_watch_restarts_total", "kind" => error.metric_label())
+                        .increment(1);
+                    tracing::debug!(%error, "snapshot list or watch failed; listing again");
+                }
+                Some(Seen::Listed(items)) => {
+                    known = items.iter().map(|s| (ObjectKey::of(s), s.uid().unwrap_or_default())).collect();
+                    if !swept {
+                        swept = true;
+                        let removed = platform.sweep_snapshots(&known);
+                        if removed > 0 {
+                            tracing::warn!(snapshots = removed, "removed the data of snapshots that no longer exist");
+                        }
+                    }
+                    for key in known.keys() {
+                        queue.add(key.clone());
+                    }
+                }
+                Some(Seen::Applied(s)) => {
+                    let key = ObjectKey::of(&s);
+                    known.insert(key.clone(), s.uid().unwrap_or_default());
+                    queue.add(key);
+                }
+                Some(Seen::Deleted(s)) => {
+                    let key = ObjectKey::of(&s);
+                    known.remove(&key);
+                    // The reconcile finds it gone and removes its data, after any take of it.
+                    queue.add(key);
+                }
+            },
+            () = sleep_until(next_due), if next_due.is_some() => queue.promote(Instant::now()),
+            _ = resync.tick() => {
+                for key in known.keys() {
+                    queue.add(key.clone());
+                }
+            }
+        }
+        while jobs.len() < SNAPSHOT_CONCURRENCY {
+            let Some(key) = queue.pop() else { break };
+            let (store, platform) = (store.clone(), platform.clone());
+            let span = tracing::info_span!("reconcile_snapshot", snapshot.key = %key);
+            jobs.spawn(
+                async move {
+                    let outcome = reconcile_one(&store, &platform, &key).await;
+                    (key, outcome)
+                }
+                .instrument(span),
+            );
+        }
+        metrics::gauge!("rouse_controller_queue_depth", "kind" => "snapshot")
+            .set(queue.len() as f64);
+    }
+    // A take in progress finishes (it restores a paused sandbox) before the platform stops.
+    while jobs.join_next().await.is_some() {}
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads the snapshot and its sandbox, plans, takes it if the plan says so, writes the
+/// sandbox's `lastSnapshot` and the snapshot's status.
+async fn reconcile_one<S: SnapshotStore>(
+    store: &S,
+    platform: &LocalPlatform,
+    key: &ObjectKey,
+) -> Outcome {
+    let snapshot = match Store::<SandboxSnapshot>::get(store, key).await {
+        Ok(s) => s,
+        Err(error) if error.is_not_found() => {
+            platform.remove_snapshot(key);
+            return Outcome::Gone;
+        }
+        Err(error) => {
+            tracing::warn!(%error, "reading the snapshot failed");
+            return Outcome::Retry;
+        }
+    };
+    let sandbox_key = ObjectKey::new(key.namespace.clone(), snapshot.spec.sandbox_name.clone());
+    let sandbox = match Store::<Sandbox>::get(store, &sandbox_key).await {
+        Ok(s) => Some(s),
+        Err(error) if error.is_not_found() => None,
+        Err(error) => {
+            tracing::warn!(%error, "reading the snapshot's sandbox failed");
+            return Outcome::Retry;
+        }
+    };
+    let observed = SnapshotObserved {
+        source: sandbox
+            .as_ref()
+            .map_or(Source::Missing, |s| platform.snapshot_source(s)),
+        record: platform.snapshot_record(key),
+    };
+    let mut planned = plan(&snapshot, &observed);
+    let mut outcome = Outcome::Done(planned.requeue_after);
+    if planned.take
+        && let Some(sandbox) = &sandbox
+    {
+        let started = std::time::Instant::now();
+        let result = platform.take_snapshot(sandbox, &snapshot).await;
+        metrics::histogram!("rouse_controller_snapshot_duration_seconds")
+            .record(started.elapsed().as_secs_f64());
+        match result {
+            Ok(record) => {
+                planned = plan(
+                    &snapshot,
+                    &SnapshotObserved {
+                        record: Some(record),
+                        ..observed
+                    },
+                );
+            }
+            Err(TakeError::Failed(message)) => {
+                tracing::warn!(%message, "snapshot failed");
+                planned.status = failed(platform.provider(sandbox), message);
+            }
+            Err(TakeError::Retry(message)) => {
+                tracing::info!(%message, "snapshot not taken yet; retrying");
+                planned.status.message = Some(message);
+                outcome = Outcome::Retry;
+            }
+        }
+    }
+    if let Some(last) = planned.last_snapshot
+        && let Some(sandbox) = &sandbox
+    {
+        let previous = sandbox.status.clone().unwrap_or_default();
+        let wanted = SandboxStatus {
+            last_snapshot: Some(last),
+            ..previous.clone()
+        };
+        if let Some(patch) = status_patch(&previous, &wanted)
+            && let Err(error) = Store::<Sandbox>::patch_status(store, &sandbox_key, &patch).await
+            && !error.is_not_found()
+        {
+            tracing::warn!(%error, "writing the sandbox's lastSnapshot failed");
+            return Outcome::Retry;
+        }
+    }
+    let previous = snapshot.status.clone().unwrap_or_default();
+    if let Some(patch) = status_patch::<SandboxSnapshotStatus>(&previous, &planned.status)
+        && let Err(error) = Store::<SandboxSnapshot>::patch_status(store, key, &patch).await
+    {
+        if error.is_not_found() {
+            // Deleted while it was taken: its data goes now.
+            platform.remove_snapshot(key);
+            return Outcome::Gone;
+        }
+        tracing::warn!(%error, "writing the snapshot's status failed");
+        return Outcome::Retry;
+    }
+    outcome
+}

@@ -1,0 +1,368 @@
+//! The `restore` scenario: waking a gVisor sandbox suspended by checkpoint (a Python server
+//! holding `--mib` MiB of written memory) through `rouse up`'s proxy, beside two baselines
+//! measured in the same run:
+//!
+//! - **bare restore**: `runsc restore` of a copy of the same image in the same network
+//!   namespace and bundle, without Rouse: spawn → the first response byte;
+//! - **cold start**: the same workload in a sandbox suspended by stop (`strategy: Stop`), woken
+//!   through the proxy: `runsc run`, Python's start and the memory filled again.
+//!
+//! Each wake is connect → request → the first response byte through the proxy, with the
+//! sandbox suspended (and its checkpoint recorded) before. Needs runsc and root.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use super::up::RouseUp;
+use super::{DEADLINE, Latencies, SETTLE, first_byte};
+
+/// The sandbox suspended by checkpoint, and the one suspended by stop.
+const WARM: &str = "restored";
+const COLD: &str = "cold";
+/// The port the workload listens on (in its own network namespace it is the container port).
+const PORT: u16 = 8000;
+/// Keep-alive HTTP/1.1 (a server that closes first leaves TIME_WAIT, which runsc cannot
+/// save) on `$BIND:$PORT`, after writing `$MIB` MiB of memory that is not all zero pages.
+const WORKLOAD: &str = r#"
+import http.server, os
+hold = bytearray(os.urandom(1 << 20)) * int(os.environ["MIB"])
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer((os.environ["BIND"], int(os.environ["PORT"])), H).serve_forever()
+"#;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RestoreOptions {
+    /// The `rouse` binary (a release build).
+    pub rouse: PathBuf,
+    /// Wakes (and bare restores, and cold starts).
+    pub cycles: usize,
+    /// Stop starting cycles after this long per side.
+    pub max_time: Duration,
+    /// MiB of memory the workload writes.
+    pub mib: usize,
+}
+
+/// The three sides and the image's size.
+#[derive(Debug, Clone)]
+pub struct RestoreReport {
+    /// `runsc restore` alone: spawn → first byte.
+    pub bare: Latencies,
+    /// A wake of the checkpointed sandbox through the proxy: connect → first byte.
+    pub wake: Latencies,
+    /// A wake of the same workload suspended by stop: connect → first byte.
+    pub cold: Latencies,
+    /// The checkpoint image's size.
+    pub image_bytes: u64,
+}
+
+/// Runs the whole scenario.
+pub fn run(options: &RestoreOptions) -> anyhow::Result<RestoreReport> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("the restore scenario needs root (network namespaces for checkpointable gVisor)");
+    }
+    let data = tempfile::tempdir().context("temporary data directory")?;
+    let mut rouse = RouseUp::start(&options.rouse, data.path())?;
+    let dir = data.path().join("data");
+    let result = sides(&rouse, &dir, options).map_err(|error| {
+        let log = |name: &str| {
+            let path = dir.join("logs/default").join(format!("{name}.log"));
+            std::fs::read_to_string(path).unwrap_or_default()
+        };
+        error.context(format!(
+            "workload logs:\n{WARM}:\n{}\n{COLD}:\n{}",
+            log(WARM),
+            log(COLD)
+        ))
+    });
+    // Deleted, so their network namespaces go with them.
+    let deleted = delete(&rouse, &[WARM, COLD]);
+    rouse.stop();
+    let report = result?;
+    deleted?;
+    Ok(report)
+}
+
+/// Deletes the sandboxes and waits until they are gone.
+fn delete(rouse: &RouseUp, names: &[&str]) -> anyhow::Result<()> {
+    for name in names {
+        let path = format!("/v1/namespaces/default/sandboxes/{name}");
+        rouse.api("DELETE", &path, None)?;
+    }
+    let until = Instant::now() + DEADLINE;
+    for name in names {
+        let path = format!("/v1/namespaces/default/sandboxes/{name}");
+        while rouse.api("GET", &path, None)?.0 != 404 {
+            if Instant::now() > until {
+                bail!("{name} not deleted within {DEADLINE:?}");
+            }
+            std::thread::sleep(SETTLE);
+        }
+    }
+    Ok(())
+}
+
+fn sides(rouse: &RouseUp, data: &Path, options: &RestoreOptions) -> anyhow::Result<RestoreReport> {
+    create(rouse, WARM, "Checkpoint", options.mib)?;
+    create(rouse, COLD, "Stop", options.mib)?;
+    rouse.wait_condition_of(WARM, "Ready", "True")?;
+    rouse.wait_condition_of(COLD, "Ready", "True")?;
+    let warm_host = format!("{WARM}.default.sandbox.localhost");
+    let cold_host = format!("{COLD}.default.sandbox.localhost");
+    // A request first, so the proxy holds a pooled connection the suspend must reset.
+    first_byte(rouse.proxy, &warm_host)?;
+    suspend(rouse, WARM, true)?;
+    let image = data.join("checkpoints/default").join(WARM).join("image");
+    let bench = tempfile::tempdir().context("bare restore directory")?;
+    let copy = bench.path().join("image");
+    let status = Command::new("cp")
+        .args(["-a", "--no-target-directory"])
+        .arg(&image)
+        .arg(&copy)
+        .status()?;
+    if !status.success() {
+        bail!("copying the image {} failed", image.display());
+    }
+    let image_bytes = std::fs::read_dir(&copy)?
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    let bare = bare_restores(data, &copy, &bench.path().join("root"), options)?;
+
+    let mut wake = Vec::new();
+    let started = Instant::now();
+    while wake.len() < options.cycles && started.elapsed() < options.max_time {
+        if !wake.is_empty() {
+            suspend(rouse, WARM, true)?;
+        }
+        std::thread::sleep(SETTLE);
+        let t = Instant::now();
+        first_byte(rouse.proxy, &warm_host)?;
+        wake.push(t.elapsed());
+        rouse.wait_condition_of(WARM, "Ready", "True")?;
+        // Restored and ready: the image is gone, so the next suspend records a new one.
+        rouse.wait_condition_of(WARM, "Checkpointed", "absent")?;
+    }
+    let mut cold = Vec::new();
+    let started = Instant::now();
+    while cold.len() < options.cycles && started.elapsed() < options.max_time {
+        suspend(rouse, COLD, false)?;
+        std::thread::sleep(SETTLE);
+        let t = Instant::now();
+        first_byte(rouse.proxy, &cold_host)?;
+        cold.push(t.elapsed());
+        rouse.wait_condition_of(COLD, "Ready", "True")?;
+    }
+    Ok(RestoreReport {
+        bare,
+        wake: Latencies {
+            name: "wake by restore (connect → first byte)",
+            samples: wake,
+        },
+        cold: Latencies {
+            name: "wake by cold start (connect → first byte)",
+            samples: cold,
+        },
+        image_bytes,
+    })
+}
+
+fn create(rouse: &RouseUp, name: &str, strategy: &str, mib: usize) -> anyhow::Result<()> {
+    // In its own network namespace the workload listens on every address of it; with host
+    // networking on loopback only (the port's lease holds it there).
+    let bind = if strategy == "Checkpoint" {
+        "0.0.0.0"
+    } else {
+        "127.0.0.1"
+    };
+    let sandbox = json!({
+        "apiVersion": "agents.x-k8s.io/v1beta1",
+        "kind": "Sandbox",
+        "metadata": {"name": name},
+        "spec": {
+            "suspension": {"strategy": strategy},
+            "podTemplate": {"spec": {
+                "runtimeClassName": "gvisor",
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{
+                    "name": "app",
+                    "image": "python:3",
+                    "command": ["python3", "-c", WORKLOAD],
+                    "env": [
+                        {"name": "MIB", "value": mib.to_string()},
+                        {"name": "BIND", "value": bind},
+                    ],
+                    "ports": [{"containerPort": PORT}],
+                }],
+            }},
+        },
+    });
+    let (code, body) = rouse.api("POST", "/v1/namespaces/default/sandboxes", Some(&sandbox))?;
+    if code != 201 {
+        bail!("create {name} answered {code}: {body}");
+    }
+    Ok(())
+}
+
+/// Suspends `name` and waits until it is (and, when `checkpoint`, its image is recorded).
+fn suspend(rouse: &RouseUp, name: &str, checkpoint: bool) -> anyhow::Result<()> {
+    let path = format!("/v1/namespaces/default/sandboxes/{name}");
+    let patch = json!({"spec": {"operatingMode": "Suspended"}});
+    let (code, body) = rouse.api("PATCH", &path, Some(&patch))?;
+    if code != 200 {
+        bail!("suspend {name} answered {code}: {body}");
+    }
+    rouse.wait_condition_of(name, "Suspended", "True")?;
+    if checkpoint {
+        rouse.wait_condition_of(name, "Checkpointed", "True")?;
+    }
+    Ok(())
+}
+
+/// `runsc restore` of `image` in the suspended sandbox's own network namespace and bundle,
+/// under another runsc root and container id, `cycles` times: spawn → first byte.
+fn bare_restores(
+    data: &Path,
+    image: &Path,
+    root: &Path,
+    options: &RestoreOptions,
+) -> anyhow::Result<Latencies> {
+    let index: u32 = std::fs::read_to_string(data.join("run/netns/default").join(WARM))
+        .context("the sandbox's network namespace index")?
+        .trim()
+        .parse()?;
+    let netns = format!("/run/netns/rouse-{index}");
+    let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 234, 0, 0)) + index * 4 + 2);
+    let bundle = data.join("run/bundles/default").join(WARM);
+    std::fs::create_dir_all(root)?;
+    let id = "rouse_bench_bare";
+    // A management call: its failure shows in the next restore, which then never answers.
+    let runsc = |args: &[&str]| {
+        let _ = Command::new("nsenter")
+            .arg(format!("--net={netns}"))
+            .arg("runsc")
+            .arg("--root")
+            .arg(root)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    };
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    while samples.len() < options.cycles && started.elapsed() < options.max_time {
+        // runsc moved the address into gVisor last time: put it back, as Rouse does.
+        let _ = Command::new("ip")
+            .args(["-n", &format!("rouse-{index}"), "addr", "replace"])
+            .arg(format!("{ip}/30"))
+            .args(["dev", &format!("rvs{index}")])
+            .status();
+        let t = Instant::now();
+        let mut child = Command::new("nsenter")
+            .arg(format!("--net={netns}"))
+            .args(["unshare", "-m", "--propagation", "private", "sh", "-c"])
+            .arg("mount -t tmpfs tmpfs /proc/sys/net/core && exec \"$0\" \"$@\"")
+            .arg("runsc")
+            .arg("--root")
+            .arg(root)
+            .args([
+                "--platform=ptrace",
+                "--network=sandbox",
+                "--overlay2=root:memory",
+                "--ignore-cgroups",
+                "restore",
+                "--image-path",
+            ])
+            .arg(image)
+            .arg("--bundle")
+            .arg(&bundle)
+            .arg(id)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("spawn runsc restore")?;
+        let addr = SocketAddr::from((ip, PORT));
+        let result = answered(addr, t + DEADLINE);
+        let took = t.elapsed();
+        runsc(&["kill", "--all", id, "9"]);
+        // `runsc restore` itself (nsenter, unshare and sh exec into it).
+        let _ = child.kill();
+        let _ = child.wait();
+        runsc(&["delete", "--force", id]);
+        result.context("the bare restore never answered")?;
+        samples.push(took);
+    }
+    Ok(Latencies {
+        name: "bare runsc restore (spawn → first byte)",
+        samples,
+    })
+}
+
+/// Retries a GET on `addr` until its first response byte arrives or `until`: each connect
+/// is bounded, since an address in a namespace nobody answers in yet can swallow a SYN.
+fn answered(addr: SocketAddr, until: Instant) -> anyhow::Result<()> {
+    loop {
+        let attempt = (|| -> anyhow::Result<()> {
+            let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200))?;
+            stream.set_read_timeout(Some(DEADLINE))?;
+            stream.set_nodelay(true)?;
+            stream.write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n")?;
+            let mut byte = [0u8; 1];
+            if stream.read(&mut byte)? == 0 {
+                bail!("{addr} closed without answering");
+            }
+            Ok(())
+        })();
+        match attempt {
+            Ok(()) => return Ok(()),
+            Err(error) if Instant::now() > until => return Err(error),
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+}
+
+/// Prints the three sides and the ratios the goal is stated in.
+pub fn print(report: &RestoreReport) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "image {:.1} MiB",
+        report.image_bytes as f64 / f64::from(1u32 << 20)
+    );
+    for side in [&report.bare, &report.wake, &report.cold] {
+        println!(
+            "{:<42} n {:>4}  p50 {:>8.1} ms  p99 {:>8.1} ms  max {:>8.1} ms",
+            side.name,
+            side.samples.len(),
+            ms(side.quantile(0.5)),
+            ms(side.quantile(0.99)),
+            ms(side.quantile(1.0)),
+        );
+    }
+    let ratio = |a: &Latencies, b: &Latencies, q| ms(a.quantile(q)) / ms(b.quantile(q)).max(1e-9);
+    println!(
+        "wake / bare restore: p50 {:.2}×  p99 {:.2}×  (goal ≤ 1.2× and ≤ 400 ms)",
+        ratio(&report.wake, &report.bare, 0.5),
+        ratio(&report.wake, &report.bare, 0.99)
+    );
+    println!(
+        "wake / cold start:   p50 {:.2}×  p99 {:.2}×",
+        ratio(&report.wake, &report.cold, 0.5),
+        ratio(&report.wake, &report.cold, 0.99)
+    );
+}
