@@ -358,6 +358,17 @@ impl Router {
         Ok((stream, addr, slot))
     }
 
+    /// What the hold/wake and connect phases use, under the config in force.
+    fn phases<'a>(&'a self, config: &'a Config) -> connect::Phases<'a> {
+        connect::Phases {
+            wake: &config.wake,
+            held: &self.inner.held,
+            reporter: &self.inner.reporter,
+            drain: &self.inner.drain,
+            quiescer: &self.inner.quiescer,
+        }
+    }
+
     /// Hold/wake and connect to a sandbox whose slot is known.
     async fn connect_slot(
         &self,
@@ -365,13 +376,7 @@ impl Router {
         slot: &Arc<Slot>,
     ) -> Result<(tokio::net::TcpStream, SocketAddr), ProxyError> {
         let config = self.config();
-        let phases = connect::Phases {
-            wake: &config.wake,
-            held: &self.inner.held,
-            reporter: &self.inner.reporter,
-            drain: &self.inner.drain,
-            quiescer: &self.inner.quiescer,
-        };
+        let phases = self.phases(&config);
         connect::connect_slot(phases, target, slot)
             .await
             .inspect_err(count_error)
@@ -403,13 +408,7 @@ impl Router {
         slot: &Arc<Slot>,
     ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ProxyError> {
         let config = self.config();
-        let phases = connect::Phases {
-            wake: &config.wake,
-            held: &self.inner.held,
-            reporter: &self.inner.reporter,
-            drain: &self.inner.drain,
-            quiescer: &self.inner.quiescer,
-        };
+        let phases = self.phases(&config);
         match connect::drive(phases, target, slot, connect::Until::Dialable).await {
             Ok(connect::Reached::Dialable(permit)) => Ok(permit),
             // `Until::Dialable` returns before any dial; a dialled stream is closed unused.
