@@ -11,6 +11,35 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// How one run of an item ended, as the queue needs to know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Done; again after this long if set.
+    Done(Option<Duration>),
+    /// Failed; retry with backoff.
+    Retry,
+    /// Failed; wait for a change of the object (or the resync) instead of retrying.
+    Wait,
+    /// The object is gone: forget the item.
+    Gone,
+}
+
+impl Outcome {
+    /// A failure: retried with backoff when `retry`, else waiting for a change.
+    pub(crate) fn failed(retry: bool) -> Self {
+        if retry { Outcome::Retry } else { Outcome::Wait }
+    }
+}
+
+/// The retry backoff of a queue: from `min`, doubling per failure, up to `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RetryBackoff {
+    /// The first retry's delay.
+    pub min: Duration,
+    /// The longest delay.
+    pub max: Duration,
+}
+
 /// Pending, running and delayed items.
 #[derive(Debug)]
 pub(crate) struct Queue<T> {
@@ -80,6 +109,31 @@ impl<T: Clone + Eq + Hash + Ord> Queue<T> {
         self.running.remove(item);
         if self.dirty.remove(item) {
             self.add(item.clone());
+        }
+    }
+
+    /// Marks `item` finished with `outcome`: requeues, retries with `backoff`, or forgets it.
+    pub(crate) fn finish(
+        &mut self,
+        item: T,
+        outcome: Outcome,
+        backoff: RetryBackoff,
+        now: Instant,
+    ) {
+        self.done(&item);
+        match outcome {
+            Outcome::Done(requeue) => {
+                self.succeeded(&item);
+                if let Some(after) = requeue {
+                    self.add_after(item, after, now);
+                }
+            }
+            Outcome::Retry => {
+                let after = self.failed(&item, backoff.min, backoff.max);
+                self.add_after(item, after, now);
+            }
+            Outcome::Wait => {}
+            Outcome::Gone => self.forget(&item),
         }
     }
 
@@ -196,6 +250,50 @@ mod tests {
         assert_eq!(queue.pop(), None);
         queue.done(&key("a"));
         assert_eq!(queue.pop(), Some(key("a")));
+    }
+
+    #[test]
+    fn finish_requeues_retries_waits_or_forgets() {
+        let now = Instant::now();
+        let backoff = RetryBackoff {
+            min: Duration::from_millis(500),
+            max: Duration::from_secs(4),
+        };
+        let mut queue = Queue::<ObjectKey>::default();
+        let mut run = |queue: &mut Queue<ObjectKey>, outcome| {
+            queue.add(key("a"));
+            assert_eq!(queue.pop(), Some(key("a")));
+            queue.finish(key("a"), outcome, backoff, now);
+            queue.next_due().map(|at| at - now)
+        };
+        assert_eq!(run(&mut queue, Outcome::Done(None)), None);
+        assert_eq!(
+            run(&mut queue, Outcome::Done(Some(Duration::from_secs(2)))),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            run(&mut queue, Outcome::Retry),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            run(&mut queue, Outcome::Retry),
+            Some(Duration::from_secs(1)),
+            "the backoff doubles"
+        );
+        assert_eq!(run(&mut queue, Outcome::Wait), None, "no retry");
+        assert_eq!(
+            run(&mut queue, Outcome::Retry),
+            Some(Duration::from_secs(2)),
+            "a wait keeps the failure count"
+        );
+        assert_eq!(run(&mut queue, Outcome::Gone), None);
+        assert_eq!(
+            run(&mut queue, Outcome::Retry),
+            Some(Duration::from_millis(500)),
+            "gone: the backoff starts afresh"
+        );
+        assert_eq!(Outcome::failed(true), Outcome::Retry);
+        assert_eq!(Outcome::failed(false), Outcome::Wait);
     }
 
     #[test]

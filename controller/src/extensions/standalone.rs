@@ -21,7 +21,7 @@ use super::ExtensionsConfig;
 use super::router::{Router, Work};
 use crate::claim::{Reservations, reconcile_claim};
 use crate::pool::{Expectations, reconcile_pool};
-use crate::queue::Queue;
+use crate::queue::{Outcome, Queue, RetryBackoff};
 
 /// Bound of the event channel between the watch tasks and the driver.
 const EVENT_CAPACITY: usize = 1024;
@@ -122,21 +122,14 @@ pub async fn run_standalone<S: ExtensionsStore>(
             () = shutdown.cancelled() => break,
             Some(done) = jobs.join_next(), if !jobs.is_empty() => match done {
                 Ok((work, result)) => {
-                    queue.done(&work);
-                    let now = Instant::now();
-                    match result {
-                        Ok(requeue) => {
-                            queue.succeeded(&work);
-                            if let Some(after) = requeue {
-                                queue.add_after(work, after, now);
-                            }
-                        }
-                        Err(true) => {
-                            let after = queue.failed(&work, config.retry_min, config.retry_max);
-                            queue.add_after(work, after, now);
-                        }
-                        Err(false) => queue.forget(&work),
-                    }
+                    let outcome = match result {
+                        Ok(requeue) => Outcome::Done(requeue),
+                        Err(true) => Outcome::Retry,
+                        // Not worth retrying: drop its backoff; a change or the resync brings it back.
+                        Err(false) => Outcome::Gone,
+                    };
+                    let backoff = RetryBackoff { min: config.retry_min, max: config.retry_max };
+                    queue.finish(work, outcome, backoff, Instant::now());
                 }
                 Err(error) => tracing::error!(%error, "pool or claim reconcile task failed"),
             },

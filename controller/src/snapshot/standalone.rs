@@ -21,7 +21,7 @@ use tracing::Instrument;
 
 use super::plan::{SnapshotObserved, Source, failed, plan};
 use crate::platform::local::{LocalPlatform, TakeError};
-use crate::queue::Queue;
+use crate::queue::{Outcome, Queue, RetryBackoff};
 use crate::snapshot::Snapshotter;
 use crate::status::status_patch;
 
@@ -38,17 +38,6 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 pub trait SnapshotStore: Store<SandboxSnapshot> + Store<Sandbox> + Clone + 'static {}
 
 impl<S> SnapshotStore for S where S: Store<SandboxSnapshot> + Store<Sandbox> + Clone + 'static {}
-
-/// How one reconcile ended.
-#[derive(Debug)]
-enum Outcome {
-    /// Done; again after this long if set.
-    Done(Option<Duration>),
-    /// Failed; retry with backoff.
-    Retry,
-    /// The snapshot is gone (its data removed).
-    Gone,
-}
 
 /// Reconciles the store's snapshots on `platform` until `shutdown`.
 ///
@@ -77,21 +66,8 @@ pub async fn run<S: SnapshotStore>(store: S, platform: LocalPlatform, shutdown: 
             () = shutdown.cancelled() => break,
             Some(done) = jobs.join_next(), if !jobs.is_empty() => match done {
                 Ok((key, outcome)) => {
-                    queue.done(&key);
-                    let now = Instant::now();
-                    match outcome {
-                        Outcome::Done(requeue) => {
-                            queue.succeeded(&key);
-                            if let Some(after) = requeue {
-                                queue.add_after(key, after, now);
-                            }
-                        }
-                        Outcome::Retry => {
-                            let after = queue.failed(&key, RETRY_MIN, RETRY_MAX);
-                            queue.add_after(key, after, now);
-                        }
-                        Outcome::Gone => queue.forget(&key),
-                    }
+                    let backoff = RetryBackoff { min: RETRY_MIN, max: RETRY_MAX };
+                    queue.finish(key, outcome, backoff, Instant::now());
                 }
                 Err(error) => tracing::error!(%error, "snapshot reconcile task failed"),
             },

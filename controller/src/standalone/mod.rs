@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::platform::local::LocalPlatform;
-use crate::queue::Queue;
+use crate::queue::{Outcome, Queue, RetryBackoff};
 use crate::sandbox::{ReconcileError, reconcile_sandbox};
 use feed::Feed;
 
@@ -196,17 +196,6 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// What one reconcile asks of the queue.
-#[derive(Debug)]
-enum Outcome {
-    /// Done; again after this long if set.
-    Done(Option<Duration>),
-    /// The sandbox is gone and its workload and directories were removed.
-    Gone,
-    /// Failed; retry with backoff when `retry`, else wait for a change (or the resync).
-    Failed { retry: bool },
-}
-
 struct Driver<S> {
     store: S,
     platform: LocalPlatform,
@@ -268,24 +257,11 @@ impl<S: Store<Sandbox> + Store<SandboxSnapshot> + Clone + 'static> Driver<S> {
     }
 
     fn finished(&mut self, key: ObjectKey, outcome: Outcome) {
-        self.queue.done(&key);
-        let now = Instant::now();
-        match outcome {
-            Outcome::Done(requeue) => {
-                self.queue.succeeded(&key);
-                if let Some(after) = requeue {
-                    self.queue.add_after(key, after, now);
-                }
-            }
-            Outcome::Gone => self.queue.forget(&key),
-            Outcome::Failed { retry: true } => {
-                let after = self
-                    .queue
-                    .failed(&key, self.config.retry_min, self.config.retry_max);
-                self.queue.add_after(key, after, now);
-            }
-            Outcome::Failed { retry: false } => {}
-        }
+        let backoff = RetryBackoff {
+            min: self.config.retry_min,
+            max: self.config.retry_max,
+        };
+        self.queue.finish(key, outcome, backoff, Instant::now());
     }
 }
 
@@ -305,7 +281,7 @@ async fn reconcile_one<S: Store<Sandbox> + Store<SandboxSnapshot>>(
         Err(error) => {
             tracing::warn!(%error, "reading the sandbox failed");
             let retry = error.is_retryable();
-            (Outcome::Failed { retry }, "get")
+            (Outcome::failed(retry), "get")
         }
         Ok(sandbox) => {
             if sandbox.meta().deletion_timestamp.is_some() {
@@ -318,7 +294,7 @@ async fn reconcile_one<S: Store<Sandbox> + Store<SandboxSnapshot>>(
                 Err(error) => {
                     tracing::warn!(%error, "reading the sandbox's restoreFrom snapshot failed");
                     let retry = error.is_retryable();
-                    return Outcome::Failed { retry };
+                    return Outcome::failed(retry);
                 }
             };
             let platform = restore::Restoring {
@@ -331,7 +307,7 @@ async fn reconcile_one<S: Store<Sandbox> + Store<SandboxSnapshot>>(
                 Err(error) => {
                     tracing::warn!(%error, "reconcile failed");
                     let retry = retryable(&error);
-                    (Outcome::Failed { retry }, error.metric_label())
+                    (Outcome::failed(retry), error.metric_label())
                 }
             }
         }
