@@ -202,3 +202,73 @@ async fn a_rate_limited_client_is_answered_at_once_not_held() {
     assert_eq!(limited + served, statuses.len(), "{statuses:?}");
     proxy.shutdown().await;
 }
+
+/// More compactly held requests than `release_concurrency`, released to an endpoint that does
+/// not listen yet (a process just started): every one is served once it listens. Each
+/// handed-over request dials with the place in the release semaphore it already has; taking a
+/// second one waited forever while all places were kept so (`tests/standalone.rs` saw 200
+/// clients time out behind a Python server that took a moment to listen).
+#[tokio::test]
+async fn held_requests_released_before_the_workload_listens_are_all_served() {
+    const CLIENTS: usize = 12;
+    let directory = TestDirectory::new();
+    directory.set("slow", RouteState::suspended(true));
+    let proxy = start(
+        config("[wake]\nrelease_concurrency = 4\ndeadline = \"20s\"\n"),
+        &directory,
+    )
+    .await;
+    let addr = proxy.addrs().http.expect("http listener");
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..CLIENTS {
+        clients.spawn(async move {
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            let head = format!(
+                "GET / HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+                host("slow")
+            );
+            stream.write_all(head.as_bytes()).await.expect("write");
+            read_all(&mut stream).await
+        });
+    }
+    wait_held(proxy.router(), CLIENTS).await;
+
+    // The endpoint is published before anything listens on it.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("reserve a port");
+    let backend_addr = listener.local_addr().expect("addr");
+    drop(listener);
+    let admin = proxy.addrs().admin.expect("admin listener");
+    let retries_before = dial_retries(admin).await;
+    directory.running("slow", backend_addr);
+    // Refused dials first: the released requests fail and retry before anything listens.
+    // (The counter is process-wide: another test's retries may end this wait early, which
+    // only makes this run weaker, never wrong.)
+    wait_for("the released requests retry their dials", || async move {
+        dial_retries(admin).await > retries_before
+    })
+    .await;
+    let listener = tokio::net::TcpListener::bind(backend_addr)
+        .await
+        .expect("listen on the published port");
+    let _backend = Backend::serve(listener);
+
+    while let Some(response) = clients.join_next().await {
+        let response = response.expect("client task");
+        assert!(response.starts_with("HTTP/1.1 200"), "{response:.200}");
+    }
+    proxy.shutdown().await;
+}
+
+/// `rouse_proxy_dial_retries_total` from the admin listener's `/metrics` (0 when absent).
+async fn dial_retries(admin: std::net::SocketAddr) -> f64 {
+    let mut stream = TcpStream::connect(admin).await.expect("connect admin");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let text = read_all(&mut stream).await;
+    text.lines()
+        .filter(|line| line.starts_with("rouse_proxy_dial_retries_total"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}

@@ -106,6 +106,12 @@ async fn proxy(
     let downstream_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let h2 = h2_upstream::wanted(router.config().upstream.http2, req.version(), req.headers())
         .then(|| h2_upstream::accepts_trailers(req.headers()));
+    if sticky.is_none() || h2.is_some() {
+        // A compactly held request's place in the release semaphore serves only a dial of its
+        // own upstream connection; a pooled dial that finds the sandbox not listening yet takes
+        // a place of its own, which must not wait behind this one.
+        conn.sticky.end_release();
+    }
     let (mut parts, body) = req.into_parts();
     let path = parts
         .uri

@@ -117,7 +117,7 @@ impl StickyUpstream {
         }
     }
 
-    /// Keeps `permit` until the next dial (or [`StickyUpstream::end_release`]).
+    /// Keeps `permit` for the next dial, which uses it (or until [`StickyUpstream::end_release`]).
     pub(crate) fn hold_release(&self, permit: OwnedSemaphorePermit) {
         *self.release.lock().unwrap_or_else(|e| e.into_inner()) = Some(permit);
     }
@@ -139,8 +139,12 @@ impl StickyUpstream {
     /// Hold/wake, dial and handshake a new connection; its driver runs in the router's tracker
     /// until the sender is dropped (the client connection ended) or the upstream closes.
     async fn dial(&self, router: &Router, target: &RouteTarget) -> Result<Upstream, StickyError> {
-        let dialled = router.connect_stream(target).await;
-        self.end_release();
+        let place = self
+            .release
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let dialled = router.connect_stream_in_place(target, place).await;
         let (stream, _addr, slot) = dialled?;
         let epoch = slot.epoch();
         // Reset like pooled connections when the sandbox is checkpointed (see `quiesce`).

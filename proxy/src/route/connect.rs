@@ -35,6 +35,10 @@ pub(super) struct Phases<'a> {
     pub(super) drain: &'a CancellationToken,
     /// Holds dials to sandboxes being checkpointed.
     pub(super) quiescer: &'a crate::quiesce::Quiescer,
+    /// A place in the sandbox's release semaphore the connection already has (a compactly
+    /// held request handed over to the full path): its first dial uses it instead of taking
+    /// a second one, which could wait forever while every place is kept so.
+    pub(super) place: Option<OwnedSemaphorePermit>,
 }
 
 /// What a connection sees in its slot's state now: the machine's view of it and, when
@@ -116,12 +120,13 @@ pub(super) async fn connect_slot(
 /// Drives one connection's [`Hold`] machine, performing its actions, until the sandbox is
 /// dialable (`Until::Dialable`) or dialled (`Until::Dialled`).
 pub(super) async fn drive(
-    phases: Phases<'_>,
+    mut phases: Phases<'_>,
     target: &RouteTarget,
     slot: &Arc<Slot>,
     until: Until,
 ) -> Result<Reached, ProxyError> {
     let wake = phases.wake;
+    let mut place = phases.place.take();
     let key = &target.key;
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + wake.deadline;
@@ -212,6 +217,7 @@ pub(super) async fn drive(
                     let dialling = dial_held(
                         slot,
                         held.is_some(),
+                        place.take(),
                         deadline,
                         &address,
                         port,
@@ -307,12 +313,15 @@ fn failure_reason(route: &RouteState) -> String {
 async fn dial_held(
     slot: &Slot,
     held: bool,
+    place: Option<OwnedSemaphorePermit>,
     deadline: tokio::time::Instant,
     address: &str,
     port: u16,
     limit: Duration,
 ) -> Option<io::Result<(TcpStream, SocketAddr)>> {
-    let permit = if held {
+    let permit = if place.is_some() {
+        place
+    } else if held {
         let release = Arc::clone(slot.gate.release());
         match timeout_at(deadline, release.acquire_owned()).await {
             Ok(Ok(permit)) => Some(permit),

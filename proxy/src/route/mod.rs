@@ -195,7 +195,7 @@ impl Router {
         // Counted as open (activity) from now on, held or not: a held TCP connection keeps
         // its sandbox's activity alive the same way a held HTTP request does.
         let guard = self.guard_of(&slot, kind);
-        let (stream, addr) = self.connect_slot(target, &slot).await?;
+        let (stream, addr) = self.connect_slot(target, &slot, None).await?;
         Ok(Upstream {
             stream,
             addr,
@@ -347,6 +347,16 @@ impl Router {
         &self,
         target: &RouteTarget,
     ) -> Result<(tokio::net::TcpStream, SocketAddr, Arc<Slot>), ProxyError> {
+        self.connect_stream_in_place(target, None).await
+    }
+
+    /// [`Router::connect_stream`] for a connection that already has `place` in the
+    /// sandbox's release semaphore (a compactly held request): its first dial uses it.
+    pub(crate) async fn connect_stream_in_place(
+        &self,
+        target: &RouteTarget,
+        place: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<(tokio::net::TcpStream, SocketAddr, Arc<Slot>), ProxyError> {
         self.wait_synced().await;
         let slot = self
             .slot(&target.key)
@@ -354,7 +364,7 @@ impl Router {
                 key: target.key.clone(),
             });
         let slot = slot.inspect_err(count_error)?;
-        let (stream, addr) = self.connect_slot(target, &slot).await?;
+        let (stream, addr) = self.connect_slot(target, &slot, place).await?;
         Ok((stream, addr, slot))
     }
 
@@ -366,6 +376,7 @@ impl Router {
             reporter: &self.inner.reporter,
             drain: &self.inner.drain,
             quiescer: &self.inner.quiescer,
+            place: None,
         }
     }
 
@@ -374,9 +385,11 @@ impl Router {
         &self,
         target: &RouteTarget,
         slot: &Arc<Slot>,
+        place: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> Result<(tokio::net::TcpStream, SocketAddr), ProxyError> {
         let config = self.config();
-        let phases = self.phases(&config);
+        let mut phases = self.phases(&config);
+        phases.place = place;
         connect::connect_slot(phases, target, slot)
             .await
             .inspect_err(count_error)
