@@ -260,7 +260,7 @@ mod tests {
             max: Duration::from_secs(4),
         };
         let mut queue = Queue::<ObjectKey>::default();
-        let mut run = |queue: &mut Queue<ObjectKey>, outcome| {
+        let run = |queue: &mut Queue<ObjectKey>, outcome| {
             queue.add(key("a"));
             assert_eq!(queue.pop(), Some(key("a")));
             queue.finish(key("a"), outcome, backoff, now);

@@ -42,7 +42,10 @@ impl RouseUp {
             .arg(data.join("data"))
             .arg("--config")
             .arg(&config)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("ROUSE_LOG").unwrap_or_else(|_| "warn".to_owned()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

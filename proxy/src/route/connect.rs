@@ -133,6 +133,7 @@ pub(super) async fn drive(
     let mut rx = slot.state.subscribe();
     let mut held: Option<HeldGuard> = None;
     let mut backoff = wake.dial_backoff_initial;
+    let mut attempt = HELD_DIAL_FIRST.min(wake.dial_timeout);
     let mut last_error: Option<(String, io::Error)> = None;
     let mut dial_to: Option<(String, u16)> = None;
     let mut dialled: Option<(TcpStream, SocketAddr)> = None;
@@ -214,6 +215,15 @@ pub(super) async fn drive(
                     };
                     // Boxed: the dial's futures (name lookup, connect) would otherwise size every
                     // held connection's driver, compactly parked ones included.
+                    // A held connection's sandbox is still coming up: a SYN it drops (a gVisor
+                    // restore takes the address over before its stack runs) would wait for the
+                    // kernel's 1 s retransmit, so a short attempt is cut and sent afresh. (A
+                    // compactly held request handed over with its release place waited too.)
+                    let limit = if held.is_some() || place.is_some() {
+                        attempt
+                    } else {
+                        wake.dial_timeout
+                    };
                     let dialling = dial_held(
                         slot,
                         held.is_some(),
@@ -221,7 +231,7 @@ pub(super) async fn drive(
                         deadline,
                         &address,
                         port,
-                        wake.dial_timeout,
+                        limit,
                     );
                     next_event = Some(
                         Box::pin(dialling)
@@ -232,6 +242,9 @@ pub(super) async fn drive(
                                     HoldEvent::Dialed
                                 }
                                 Err(err) => {
+                                    if err.kind() == io::ErrorKind::TimedOut {
+                                        attempt = (attempt * 2).min(wake.dial_timeout);
+                                    }
                                     let retryable = is_dial_retryable(&err);
                                     if retryable {
                                         tracing::trace!(sandbox.key = %key, error = %err, "dial failed; retrying");
@@ -335,6 +348,10 @@ async fn dial_held(
     drop(permit);
     result
 }
+
+/// The first dial attempt of a held connection; each that times out doubles the next, up to
+/// `wake.dial_timeout`.
+const HELD_DIAL_FIRST: Duration = Duration::from_millis(100);
 
 /// First wait before a failed wake call is sent again.
 const WAKE_RETRY_INITIAL: Duration = Duration::from_millis(100);

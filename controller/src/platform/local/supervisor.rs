@@ -370,6 +370,7 @@ impl Supervisor {
     /// Starts the workload once and waits for its exit or a stop.
     async fn run_once(&self) -> RunEnd {
         let mut launch = None;
+        let preparing = Instant::now();
         if let Runner::Gvisor(runsc) = &self.runner {
             // A container of the same id may be left from a crash or an earlier run.
             runsc.delete(&self.key).await;
@@ -416,7 +417,14 @@ impl Supervisor {
             &self.log,
             &format!("{verb} pid {}", pgid.unwrap_or_default()),
         );
-        tracing::info!(workload.pgid = pgid, "workload started");
+        // How long the runsc delete and the address re-add took before the spawn.
+        let prepared_ms = u64::try_from(preparing.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(
+            workload.pgid = pgid,
+            workload.prepare_ms = prepared_ms,
+            "workload started"
+        );
+        let spawned = Instant::now();
         self.publish(|s| {
             s.phase = WorkloadPhase::Running;
             s.ready = false;
@@ -424,7 +432,11 @@ impl Supervisor {
             s.message = None;
         });
         let readiness = self.spec.readiness.run(&self.ports, |ready| {
-            tracing::debug!(workload.ready = ready, "readiness changed");
+            tracing::debug!(
+                workload.ready = ready,
+                workload.since_spawn_ms = spawned.elapsed().as_millis() as u64,
+                "readiness changed"
+            );
             if ready && restoring.swap(false, Ordering::AcqRel) {
                 checkpoint::restored(&self.layout, &self.key);
             }
