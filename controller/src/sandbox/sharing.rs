@@ -46,10 +46,11 @@ pub(crate) fn status(
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
     use rouse_shared::api::Sandbox;
 
     use super::super::fixtures::{SandboxBuilder, now};
-    use super::super::{Observed, ObservedMemorySharing, SharingState, Workload, plan};
+    use super::super::{Observed, ObservedMemorySharing, Plan, SharingState, Workload, plan};
     use super::MEMORY_SHARING_REFRESH;
 
     fn sharing(state: SharingState, merged_bytes: Option<u64>) -> ObservedMemorySharing {
@@ -58,6 +59,15 @@ mod tests {
             message: "why".to_owned(),
             merged_bytes,
         }
+    }
+
+    /// The plan's `MemorySharing` condition.
+    fn sharing_condition(plan: &Plan) -> &Condition {
+        plan.status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "MemorySharing")
+            .expect("a MemorySharing condition")
     }
 
     fn observed(sharing: Option<ObservedMemorySharing>) -> Observed {
@@ -75,12 +85,7 @@ mod tests {
             &observed(Some(sharing(SharingState::Merging, Some(3 << 20)))),
             now(),
         );
-        let condition = plan
-            .status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "MemorySharing")
-            .expect("condition");
+        let condition = sharing_condition(&plan);
         assert_eq!(
             (condition.status.as_str(), condition.reason.as_str()),
             ("True", "Merging")
@@ -101,12 +106,7 @@ mod tests {
             (SharingState::Unsupported, "Unsupported"),
         ] {
             let plan = plan(&sandbox, &observed(Some(sharing(state, None))), now());
-            let condition = plan
-                .status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == "MemorySharing")
-                .expect("condition");
+            let condition = sharing_condition(&plan);
             assert_eq!(
                 (condition.status.as_str(), condition.reason.as_str()),
                 ("False", reason)
