@@ -61,6 +61,20 @@ impl Latencies {
         let i = ((sorted.len().saturating_sub(1)) as f64 * q).round() as usize;
         sorted.get(i).copied().unwrap_or_default()
     }
+
+    /// One printed line: the name padded to `width`, the count, p50, p99 and max in ms with
+    /// `decimals` digits.
+    pub fn row(&self, width: usize, decimals: usize) -> String {
+        let ms = |q| self.quantile(q).as_secs_f64() * 1e3;
+        format!(
+            "{:<width$} n {:>4}  p50 {:>8.decimals$} ms  p99 {:>8.decimals$} ms  max {:>8.decimals$} ms",
+            self.name,
+            self.samples.len(),
+            ms(0.5),
+            ms(0.99),
+            ms(1.0),
+        )
+    }
 }
 
 /// The results: backend start, wake through the proxy, and a request to the running sandbox.
@@ -247,14 +261,7 @@ fn free_port() -> anyhow::Result<u16> {
 pub fn print(report: &WakeReport) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     for side in [&report.backend, &report.wake, &report.warm] {
-        println!(
-            "{:<38} n {:>4}  p50 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.2} ms",
-            side.name,
-            side.samples.len(),
-            ms(side.quantile(0.5)),
-            ms(side.quantile(0.99)),
-            ms(side.quantile(1.0)),
-        );
+        println!("{}", side.row(38, 2));
     }
     let overhead = |q| ms(report.wake.quantile(q)) - ms(report.backend.quantile(q));
     println!(

@@ -345,14 +345,7 @@ pub fn print(report: &RestoreReport) {
         report.image_bytes as f64 / f64::from(1u32 << 20)
     );
     for side in [&report.bare, &report.wake, &report.cold] {
-        println!(
-            "{:<42} n {:>4}  p50 {:>8.1} ms  p99 {:>8.1} ms  max {:>8.1} ms",
-            side.name,
-            side.samples.len(),
-            ms(side.quantile(0.5)),
-            ms(side.quantile(0.99)),
-            ms(side.quantile(1.0)),
-        );
+        println!("{}", side.row(42, 1));
     }
     let ratio = |a: &Latencies, b: &Latencies, q| ms(a.quantile(q)) / ms(b.quantile(q)).max(1e-9);
     println!(

@@ -17,6 +17,10 @@ fn quantiles_are_nearest_rank() {
         samples: Vec::new(),
     };
     assert_eq!(empty.quantile(0.5), Duration::ZERO);
+    assert_eq!(
+        latencies.row(4, 1),
+        "t    n  100  p50     51.0 ms  p99     99.0 ms  max    100.0 ms"
+    );
 }
 
 #[test]
