@@ -15,6 +15,10 @@
 //!   memory is reported unsupported), a fork of a missing snapshot waits with
 //!   `Ready=False/SnapshotNotFound` and starts once it is taken, deletion removes the data.
 //!
+//! - `a_deleted_snapshots_data_never_outlives_it_through_a_kill_9`: the delete acknowledged,
+//!   `rouse up` killed at once, a stray directory planted; after the restart both are gone
+//!   and a new snapshot of the same name holds only its own data.
+//!
 //! The gvisor tests need runsc and root (network namespaces); under `CI` their absence fails
 //! the test.
 
@@ -23,6 +27,8 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use serde_json::{Value, json};
 use support::{DEADLINE, Options, Rouse, condition, sandbox};
 
@@ -409,4 +415,75 @@ async fn a_snapshot_of_a_process_sandbox_keeps_volumes_and_forks_wait_for_it() {
     delete_snapshot(&rouse, "later").await;
     // The fork was seeded once; it runs on without the snapshot.
     assert_eq!(count(&rouse, "copy").await, 2);
+}
+
+/// A deleted snapshot's data never outlives it: not through a `kill -9` of `rouse up` right
+/// after the delete was acknowledged (whether or not the removal ran before the kill), not as
+/// a stray directory no snapshot owns, and a new snapshot of the same name holds only its own
+/// data.
+#[tokio::test]
+async fn a_deleted_snapshots_data_never_outlives_it_through_a_kill_9() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rouse = Rouse::start(dir.path(), &Options::default());
+    let counter = counter_script("127.0.0.1");
+    let writes = |text: &str| format!("echo {text} > mark.txt; {counter}");
+    rouse
+        .create(&sandbox("origin", &writes("first"), json!({})))
+        .await;
+    let mark = rouse.volume("origin", "work").join("mark.txt");
+    support::eventually("the workload wrote its mark", || mark.exists()).await;
+    create_snapshot(&rouse, "snap", "origin").await;
+    wait_snapshot(&rouse, "snap", "Ready").await;
+    let first = snapshot_dir(&rouse, "snap");
+    let data = rouse.data.clone();
+    assert!(
+        first.exists(),
+        "the snapshot has data at {}",
+        first.display()
+    );
+
+    let path = "/v1/namespaces/default/sandboxsnapshots/snap";
+    let (code, body) = rouse.api("DELETE", path, None).await;
+    assert!(code == 200 || code == 202, "delete answered {code}: {body}");
+    // At once after the acknowledgement: the removal may or may not have run.
+    let _ = kill(
+        Pid::from_raw(rouse.pid().expect("running")),
+        Signal::SIGKILL,
+    );
+    rouse.stop();
+    drop(rouse);
+    // A directory no snapshot owns (left by a crash between the copy and the record, or by
+    // an older data directory): a copy of the first one under a name never created.
+    let ghost = rouse_shared::datadir::snapshot_dir(&data, "default", "ghost");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&first)
+        .arg(&ghost)
+        .status()
+        .expect("cp runs");
+    assert!(copied.success() || !first.exists(), "copy the stray data");
+    if !ghost.exists() {
+        // The delete's removal ran before the kill; plant the stray directory by hand.
+        std::fs::create_dir_all(ghost.join("volumes")).expect("stray dir");
+    }
+
+    let rouse = Rouse::start(dir.path(), &Options::default());
+    support::eventually("the deleted and the stray snapshot data removed", || {
+        !first.exists() && !ghost.exists()
+    })
+    .await;
+    let (code, body) = rouse.api("GET", path, None).await;
+    assert_eq!(code, 404, "the snapshot stays deleted: {body}");
+
+    // A new snapshot of the same name, of changed data: a fork sees only the new data.
+    rouse.wait_condition("origin", "Ready", "True", None).await;
+    std::fs::write(&mark, "second\n").expect("rewrite the mark");
+    create_snapshot(&rouse, "snap", "origin").await;
+    wait_snapshot(&rouse, "snap", "Ready").await;
+    rouse
+        .create(&fork("copy", &counter, "snap", json!({})))
+        .await;
+    rouse.wait_condition("copy", "Ready", "True", None).await;
+    let seen = std::fs::read_to_string(rouse.volume("copy", "work").join("mark.txt"));
+    assert_eq!(seen.ok().as_deref(), Some("second\n"), "only the new data");
 }
