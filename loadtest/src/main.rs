@@ -107,6 +107,9 @@ enum Scenario {
     /// proxy, against the bare `runsc restore` and a cold start of the same workload (needs
     /// `cargo build --release -p rouse`, runsc and root; not part of the default set).
     Restore,
+    /// L4 splice throughput of one stream, direct against the buffered copy and the kernel
+    /// pipe, with the proxy's CPU per GB (`--rounds` of `--stream-ms`; not in the default set).
+    Splice,
     /// The `wake` scenario's workload: an HTTP server on `$PORT` (internal).
     #[value(hide = true)]
     Backend,
@@ -150,6 +153,11 @@ fn main() -> anyhow::Result<()> {
             restore_scenario(&cli)?;
             continue;
         }
+        if scenario == Scenario::Splice {
+            println!("== Splice");
+            proxy::splice::run(cli.rounds, Duration::from_millis(cli.stream_ms))?;
+            continue;
+        }
         if scenario == Scenario::Wake {
             println!("== Wake");
             wake_scenario(&cli)?;
@@ -183,6 +191,7 @@ fn main() -> anyhow::Result<()> {
             | Scenario::Wake
             | Scenario::Claims
             | Scenario::Held
+            | Scenario::Splice
             | Scenario::Restore => continue,
         };
         println!("== {scenario:?}");

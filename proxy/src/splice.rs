@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+mod pipe;
 #[cfg(test)]
 mod tests;
 
@@ -33,6 +34,9 @@ pub struct SpliceOptions {
     pub idle_timeout: Option<Duration>,
     /// Largest buffer per direction; buffers grow from [`INITIAL_BUFFER`] up to this.
     pub max_buffer: usize,
+    /// Between TCP streams ([`splice_tcp`]): move a direction that carries bulk (its buffer
+    /// grew to `max_buffer`) to a kernel pipe of that size.
+    pub zero_copy: bool,
 }
 
 impl Default for SpliceOptions {
@@ -40,6 +44,7 @@ impl Default for SpliceOptions {
         Self {
             idle_timeout: None,
             max_buffer: DEFAULT_MAX_BUFFER,
+            zero_copy: true,
         }
     }
 }
@@ -120,6 +125,8 @@ pub struct Transferred {
     pub to_upstream: u64,
     /// Bytes from the upstream to the client.
     pub to_client: u64,
+    /// Of both, the bytes that moved through a kernel pipe without entering user space.
+    pub zero_copy: u64,
 }
 
 /// Copies both ways between `client` and `upstream` until both directions ended, calling
@@ -137,24 +144,44 @@ pub async fn splice<C, U>(
     client: &mut C,
     upstream: &mut U,
     options: SpliceOptions,
-    mut on_bytes: impl FnMut(u64, u64),
+    on_bytes: impl FnMut(u64, u64),
 ) -> Result<Transferred, SpliceError>
 where
     C: AsyncRead + AsyncWrite + Unpin + ?Sized,
     U: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
     let max = options.max_buffer.max(INITIAL_BUFFER);
+    drive(options, on_bytes, |cx, up, down| {
+        let up_done = up.poll_copy(cx, Pin::new(&mut *client), Pin::new(&mut *upstream), max)?;
+        let down_done =
+            down.poll_copy(cx, Pin::new(&mut *upstream), Pin::new(&mut *client), max)?;
+        Ok((up_done, down_done))
+    })
+    .await
+}
+
+/// Runs both directions through `step` until both ended: reports the bytes, keeps the idle
+/// timeout.
+async fn drive(
+    options: SpliceOptions,
+    mut on_bytes: impl FnMut(u64, u64),
+    mut step: impl FnMut(
+        &mut Context<'_>,
+        &mut Direction,
+        &mut Direction,
+    ) -> Result<(Poll<()>, Poll<()>), SpliceError>,
+) -> Result<Transferred, SpliceError> {
     let mut up = Direction::new(Side::Client, Side::Upstream);
     let mut down = Direction::new(Side::Upstream, Side::Client);
+    // Only `splice_tcp` ever makes a pipe; with zero copy off it never tries.
+    (up.no_pipe, down.no_pipe) = (!options.zero_copy, !options.zero_copy);
     let mut idle = options
         .idle_timeout
         .map(|t| (t, Box::pin(tokio::time::sleep(t)), Instant::now()));
     let mut total = Transferred::default();
     poll_fn(|cx| {
         let (before_up, before_down) = (up.bytes, down.bytes);
-        let up_done = up.poll_copy(cx, Pin::new(&mut *client), Pin::new(&mut *upstream), max)?;
-        let down_done =
-            down.poll_copy(cx, Pin::new(&mut *upstream), Pin::new(&mut *client), max)?;
+        let (up_done, down_done) = step(cx, &mut up, &mut down)?;
         let moved = (up.bytes - before_up, down.bytes - before_down);
         if moved != (0, 0) {
             on_bytes(moved.0, moved.1);
@@ -162,6 +189,7 @@ where
             total.to_client += moved.1;
         }
         if up_done.is_ready() && down_done.is_ready() {
+            total.zero_copy = up.piped + down.piped;
             return Poll::Ready(Ok(total));
         }
         if let Some((timeout, sleep, last)) = &mut idle {
@@ -186,14 +214,21 @@ where
 }
 
 /// [`splice`] between two TCP streams; a reset on one side is passed on as a reset to the other,
-/// rather than a FIN that would look like a clean end.
+/// rather than a FIN that would look like a clean end. A direction that carries bulk moves
+/// from the buffered copy to a kernel pipe (zero-copy `splice(2)`, see [`pipe`]).
 pub async fn splice_tcp(
     client: &mut TcpStream,
     upstream: &mut TcpStream,
     options: SpliceOptions,
     on_bytes: impl FnMut(u64, u64),
 ) -> Result<Transferred, SpliceError> {
-    let result = splice(client, upstream, options, on_bytes).await;
+    let max = options.max_buffer.max(INITIAL_BUFFER);
+    let result = drive(options, on_bytes, |cx, up, down| {
+        let up_done = up.poll_tcp(cx, client, upstream, max)?;
+        let down_done = down.poll_tcp(cx, upstream, client, max)?;
+        Ok((up_done, down_done))
+    })
+    .await;
     if let Err(err) = &result
         && err.is_reset()
     {
@@ -216,6 +251,13 @@ struct Direction {
     needs_flush: bool,
     progressed: bool,
     bytes: u64,
+    /// The zero-copy pipe, once this TCP direction carries bulk; `None` while it copies.
+    pipe: Option<pipe::Pipe>,
+    /// Zero copy is off, or a pipe could not be made (file descriptors exhausted): keep
+    /// copying.
+    no_pipe: bool,
+    /// Of `bytes`, those moved through the pipe.
+    piped: u64,
 }
 
 impl Direction {
@@ -231,6 +273,80 @@ impl Direction {
             needs_flush: false,
             progressed: false,
             bytes: 0,
+            pipe: None,
+            no_pipe: false,
+            piped: 0,
+        }
+    }
+
+    /// [`Direction::poll_copy`] between TCP streams, moving to a kernel pipe once a read filled
+    /// the largest buffer (bulk) and the buffer is drained.
+    fn poll_tcp(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut TcpStream,
+        writer: &mut TcpStream,
+        max: usize,
+    ) -> Result<Poll<()>, SpliceError> {
+        if self.pipe.is_none()
+            && !self.no_pipe
+            && !self.done
+            && !self.read_done
+            && self.pos == self.cap
+            && self.buf.len() >= max
+        {
+            match pipe::Pipe::new(max) {
+                Ok(pipe) => {
+                    self.pipe = Some(pipe);
+                    self.buf = Vec::new();
+                    (self.pos, self.cap) = (0, 0);
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "no pipe for a zero-copy splice; copying");
+                    self.no_pipe = true;
+                }
+            }
+        }
+        let Some(pipe) = &mut self.pipe else {
+            return Ok(
+                match self.poll_copy(cx, Pin::new(reader), Pin::new(writer), max) {
+                    Poll::Ready(result) => {
+                        result?;
+                        Poll::Ready(())
+                    }
+                    Poll::Pending => Poll::Pending,
+                },
+            );
+        };
+        let (from, to) = (self.from, self.to);
+        if self.done {
+            return Ok(Poll::Ready(()));
+        }
+        if !self.read_done {
+            let before = self.bytes;
+            let moved = pipe.poll_move(cx, reader, writer, &mut self.bytes);
+            self.piped += self.bytes - before;
+            match moved {
+                Poll::Pending => return Ok(Poll::Pending),
+                Poll::Ready(Err(pipe::Failed::Read(source))) => {
+                    return Err(SpliceError::Read { side: from, source });
+                }
+                Poll::Ready(Err(pipe::Failed::Write(source))) => {
+                    return Err(SpliceError::Write { side: to, source });
+                }
+                Poll::Ready(Ok(())) => self.read_done = true,
+            }
+        }
+        match Pin::new(writer).poll_shutdown(cx) {
+            Poll::Pending => Ok(Poll::Pending),
+            Poll::Ready(Err(source)) => Err(SpliceError::Write { side: to, source }),
+            Poll::Ready(Ok(())) => {
+                self.done = true;
+                self.progressed = true;
+                // Close the pipe: this direction is over, the other may run for hours.
+                self.pipe = None;
+                Ok(Poll::Ready(()))
+            }
         }
     }
 

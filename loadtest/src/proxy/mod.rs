@@ -15,6 +15,7 @@ mod held;
 mod loadgen;
 mod nginx;
 mod rouse;
+pub mod splice;
 mod system;
 mod wrk;
 
@@ -268,7 +269,8 @@ fn splice_throughput(
     let mut rates = [0.0f64; 2];
     for _ in 0..2 {
         for (i, addr) in [direct, rouse].into_iter().enumerate() {
-            let rate = client_rt.block_on(stream_to(addr, options.stream_time))?;
+            let (bytes, secs) = client_rt.block_on(stream_to(addr, options.stream_time))?;
+            let rate = bytes as f64 / secs;
             rates[i] = rates[i].max(rate);
         }
     }
@@ -286,8 +288,8 @@ fn splice_throughput(
     Ok(())
 }
 
-/// Writes as fast as possible to `addr` for `time`; returns bytes per second.
-async fn stream_to(addr: SocketAddr, time: Duration) -> anyhow::Result<f64> {
+/// Writes as fast as possible to `addr` for `time`; returns the bytes and the seconds taken.
+async fn stream_to(addr: SocketAddr, time: Duration) -> anyhow::Result<(u64, f64)> {
     let mut stream = TcpStream::connect(addr).await?;
     let chunk = vec![0x5a_u8; 256 * 1024];
     let started = Instant::now();
@@ -297,7 +299,7 @@ async fn stream_to(addr: SocketAddr, time: Duration) -> anyhow::Result<f64> {
         sent += chunk.len() as u64;
     }
     stream.shutdown().await?;
-    Ok(sent as f64 / started.elapsed().as_secs_f64())
+    Ok((sent, started.elapsed().as_secs_f64()))
 }
 
 /// The `held` scenario: memory per held connection for each count, the compact HTTP hold

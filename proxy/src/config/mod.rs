@@ -266,12 +266,24 @@ impl Default for DrainConfig {
     }
 }
 
-/// `[upstream]`: how L7 requests are sent on to sandboxes.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+/// `[upstream]`: how traffic is sent on to sandboxes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// Which requests of HTTP/2 clients go to the sandbox over HTTP/2 (h2c). Default `grpc`.
     pub http2: UpstreamHttp2,
+    /// Whether bulk L4 streams (static TCP, TLS passthrough) move through a kernel pipe
+    /// (`splice(2)`) instead of a user-space copy. Default true.
+    pub zero_copy: bool,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        Self {
+            http2: UpstreamHttp2::default(),
+            zero_copy: true,
+        }
+    }
 }
 
 /// Which requests of HTTP/2 clients are sent to the sandbox over HTTP/2 (h2c, prior

@@ -90,6 +90,7 @@ pub(crate) async fn handle(router: Router, client: TcpStream, peer: SocketAddr) 
     let guard = upstream.guard;
     let options = SpliceOptions {
         idle_timeout: config.limits.upgraded_idle_timeout,
+        zero_copy: config.upstream.zero_copy,
         ..SpliceOptions::default()
     };
     let hard_stop = router.hard_stop();

@@ -45,6 +45,7 @@ async fn handle(router: Router, client: TcpStream, peer: SocketAddr, target: Rou
     let guard = upstream.guard;
     let options = SpliceOptions {
         idle_timeout: router.config().limits.upgraded_idle_timeout,
+        zero_copy: router.config().upstream.zero_copy,
         ..SpliceOptions::default()
     };
     let hard_stop = router.hard_stop();

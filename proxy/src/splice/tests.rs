@@ -83,21 +83,55 @@ async fn half_close_keeps_the_other_direction_open() {
         moved,
         Transferred {
             to_upstream: 7,
-            to_client: 18
+            to_client: 18,
+            zero_copy: 0,
         }
     );
     assert_eq!(counted.0.load(Ordering::Relaxed), 7);
     assert_eq!(counted.1.load(Ordering::Relaxed), 18);
 }
 
+/// Options under which a TCP direction moves to its pipe after its first read.
+fn pipe_at_once() -> SpliceOptions {
+    SpliceOptions {
+        max_buffer: INITIAL_BUFFER,
+        ..SpliceOptions::default()
+    }
+}
+
 #[tokio::test]
 async fn bulk_both_ways_at_once_arrives_intact() {
+    let moved = bulk_both_ways(SpliceOptions::default()).await;
+    assert_eq!(moved.to_upstream, moved.to_client);
+}
+
+#[tokio::test]
+async fn bulk_with_zero_copy_off_is_copied() {
+    let moved = bulk_both_ways(SpliceOptions {
+        zero_copy: false,
+        ..pipe_at_once()
+    })
+    .await;
+    assert_eq!(moved.zero_copy, 0, "{moved:?}");
+}
+
+#[tokio::test]
+async fn bulk_both_ways_through_pipes_arrives_intact() {
+    let moved = bulk_both_ways(pipe_at_once()).await;
+    assert!(
+        moved.zero_copy > moved.to_upstream,
+        "both directions moved through pipes: {moved:?}"
+    );
+}
+
+/// 8 MiB each way at once through a splice with `options`; checks every byte.
+async fn bulk_both_ways(options: SpliceOptions) -> Transferred {
     let Rig {
         client,
         backend,
         splice,
         counted,
-    } = rig(SpliceOptions::default()).await;
+    } = rig(options).await;
     const LEN: usize = 8 * 1024 * 1024;
     let echo_through = |mut stream: TcpStream, seed: u8| async move {
         let (mut r, mut w) = stream.split();
@@ -118,6 +152,75 @@ async fn bulk_both_ways_at_once_arrives_intact() {
     assert_eq!(moved.to_upstream, LEN as u64);
     assert_eq!(moved.to_client, LEN as u64);
     assert_eq!(counted.0.load(Ordering::Relaxed), LEN as u64);
+    assert_eq!(counted.1.load(Ordering::Relaxed), LEN as u64);
+    moved
+}
+
+#[tokio::test]
+async fn a_half_close_after_bulk_through_the_pipe_keeps_the_answer_flowing() {
+    let Rig {
+        mut client,
+        mut backend,
+        splice,
+        ..
+    } = rig(pipe_at_once()).await;
+    const LEN: usize = 4 * 1024 * 1024;
+    let upload = async {
+        client.write_all(&pattern(LEN, 7)).await.expect("send");
+        client.shutdown().await.expect("fin");
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).await.expect("answer");
+        answer
+    };
+    let serve = async {
+        let mut got = Vec::with_capacity(LEN);
+        backend.read_to_end(&mut got).await.expect("upload");
+        backend.write_all(b"stored").await.expect("answer");
+        backend.shutdown().await.expect("fin");
+        got
+    };
+    let (answer, got) = tokio::join!(upload, serve);
+    assert!(got == pattern(LEN, 7), "upload corrupted");
+    assert_eq!(answer, b"stored");
+    let moved = splice.await.expect("join").expect("clean end");
+    assert_eq!((moved.to_upstream, moved.to_client), (LEN as u64, 6));
+    assert!(
+        moved.zero_copy > 0,
+        "the upload went through a pipe: {moved:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_reset_during_bulk_through_the_pipe_reaches_the_client() {
+    let Rig {
+        mut client,
+        mut backend,
+        splice,
+        ..
+    } = rig(pipe_at_once()).await;
+    let writer = tokio::spawn(async move {
+        let chunk = pattern(256 * 1024, 3);
+        // Bounded: the reset ends it long before; 256 MiB if it never came.
+        for _ in 0..1024 {
+            if let Err(error) = client.write_all(&chunk).await {
+                return Err(error.kind());
+            }
+        }
+        let mut buf = [0u8; 8];
+        client.read(&mut buf).await.map_err(|e| e.kind())
+    });
+    let mut seen = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    while seen < 2 * 1024 * 1024 {
+        seen += backend.read(&mut buf).await.expect("bulk arrives");
+    }
+    backend.set_zero_linger().expect("linger");
+    drop(backend);
+    let err = splice.await.expect("join").expect_err("reset");
+    assert!(err.is_reset(), "{err}");
+    // The client writes on, so its next write (not a read) sees the reset.
+    let seen = writer.await.expect("writer");
+    assert_eq!(seen, Err(io::ErrorKind::ConnectionReset));
 }
 
 #[tokio::test]
