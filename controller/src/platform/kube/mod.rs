@@ -1,6 +1,7 @@
 //! The Kubernetes platform: a sandbox's workload is a Pod named after it, its volumes are PVCs
 //! `<template>-<sandbox>`, and its Service a headless Service named like it, all carrying a
-//! controller ownerReference to the Sandbox and the `sandbox-name-hash` label.
+//! controller ownerReference to the Sandbox and the `sandbox-name-hash` label. A sandbox with
+//! `spec.restoreFrom` gets its PVCs from its snapshot's `VolumeSnapshot`s (see [`restore`]).
 //!
 //! Observation reads reflector caches fed by the controller's watches, never the API server,
 //! so a reconcile costs only its writes. A lagging cache is safe: every create uses the
@@ -9,6 +10,7 @@
 
 mod index;
 mod objects;
+mod restore;
 
 pub use index::PodIndex;
 
@@ -17,7 +19,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use rouse_shared::api::keys::SANDBOX_NAME_HASH;
-use rouse_shared::api::{MemorySharing, Sandbox};
+use rouse_shared::api::{MemorySharing, Sandbox, SandboxSnapshot};
 use rouse_shared::names::sandbox_name_hash;
 use serde_json::json;
 
@@ -40,6 +42,8 @@ pub struct KubeCache {
     pub claims: Store<PersistentVolumeClaim>,
     /// Names of the cached Pods by namespace and hash label.
     pub pod_index: PodIndex,
+    /// Every `SandboxSnapshot`, for the `restoreFrom` of forks.
+    pub snapshots: Store<SandboxSnapshot>,
 }
 
 /// Pods, PVCs and headless Services through the Kubernetes API.
@@ -95,7 +99,7 @@ impl Platform for KubePlatform {
             .collect();
         workloads.extend(others.iter().map(|p| objects::workload(p, sandbox)));
 
-        let volumes = volume_specs(sandbox)
+        let volumes: Vec<ObservedVolume> = volume_specs(sandbox)
             .into_iter()
             .filter(|v| {
                 self.cache
@@ -107,6 +111,7 @@ impl Platform for KubePlatform {
                 claim_name: v.claim_name,
             })
             .collect();
+        let restore = self.restore_source(sandbox, &volumes).await?;
         let service = self
             .cache
             .services
@@ -131,8 +136,7 @@ impl Platform for KubePlatform {
                         .to_owned(),
                     merged_bytes: None,
                 }),
-            // Forks from snapshots are a standalone feature so far.
-            restore: None,
+            restore,
         })
     }
 
@@ -141,7 +145,12 @@ impl Platform for KubePlatform {
         let post = PostParams::default();
         let result = match action {
             Action::EnsureVolume(volume) => {
-                let claim = objects::claim(sandbox, volume);
+                let mut claim = objects::claim(sandbox, volume);
+                if let Some(source) = self.data_source(sandbox, volume)?
+                    && let Some(spec) = claim.spec.as_mut()
+                {
+                    spec.data_source = Some(source);
+                }
                 created(
                     self.api::<PersistentVolumeClaim>(sandbox)
                         .create(&post, &claim)
