@@ -276,6 +276,12 @@ fn the_roles_grant_what_the_code_calls() {
             "volumesnapshots",
             &["get", "list", "watch", "create"],
         ),
+        (
+            "podsnapshot.gke.io",
+            "podsnapshotmanualtriggers",
+            &["get", "list", "watch", "create"],
+        ),
+        ("podsnapshot.gke.io", "podsnapshots", &["get"]),
         ("events.k8s.io", "events", &["create", "patch"]),
     ] {
         let granted = verbs(&rules, group, resource);

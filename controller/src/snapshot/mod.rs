@@ -8,10 +8,11 @@
 //! in the sandbox's `Checkpointed` condition (see [`outcome`]).
 //!
 //! `SandboxSnapshot`s are taken by [`standalone`] on the local platform, and in Kubernetes
-//! mode by [`kube`] with the [`kube_csi`] provider.
+//! mode by [`kube`] with the [`kube_csi`] or [`kube_gke`] provider.
 
 pub mod kube;
 pub mod kube_csi;
+pub mod kube_gke;
 pub mod outcome;
 pub mod plan;
 pub mod quantity;

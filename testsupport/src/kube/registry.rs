@@ -176,6 +176,21 @@ pub static RESOURCES: &[ResourceType] = &[
         "VolumeSnapshot",
         true,
     ),
+    // GKE pod snapshots (the objects the upstream agent-sandbox GKE extension uses).
+    foreign_crd(
+        "podsnapshot.gke.io",
+        "v1",
+        "podsnapshotmanualtriggers",
+        "PodSnapshotManualTrigger",
+        true,
+    ),
+    foreign_crd(
+        "podsnapshot.gke.io",
+        "v1",
+        "podsnapshots",
+        "PodSnapshot",
+        true,
+    ),
 ];
 
 /// The resource served at `/{api|apis/group}/{version}/{plural}`.

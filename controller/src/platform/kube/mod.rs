@@ -1,7 +1,7 @@
 //! The Kubernetes platform: a sandbox's workload is a Pod named after it, its volumes are PVCs
 //! `<template>-<sandbox>`, and its Service a headless Service named like it, all carrying a
 //! controller ownerReference to the Sandbox and the `sandbox-name-hash` label. A sandbox with
-//! `spec.restoreFrom` gets its PVCs from its snapshot's `VolumeSnapshot`s (see [`restore`]).
+//! `spec.restoreFrom` starts from its snapshot (see [`restore`]).
 //!
 //! Observation reads reflector caches fed by the controller's watches, never the API server,
 //! so a reconcile costs only its writes. A lagging cache is safe: every create uses the
@@ -28,6 +28,7 @@ use crate::sandbox::{
     Action, Observed, ObservedMemorySharing, ObservedService, ObservedVolume, SharingState,
     pod_name, volume_specs,
 };
+use crate::snapshot::kube_gke::RESTORE_ANNOTATION;
 
 pub(crate) use objects::is_owned_by;
 
@@ -158,9 +159,20 @@ impl Platform for KubePlatform {
                 )
             }
             Action::CreateWorkload(spec) => {
-                let pod = objects::pod(sandbox, spec);
+                let mut pod = objects::pod(sandbox, spec);
+                let restore = self.pod_restore(sandbox).await?;
+                if let Some(pod_snapshot) = &restore {
+                    pod.metadata
+                        .annotations
+                        .get_or_insert_default()
+                        .insert(RESTORE_ANNOTATION.to_owned(), pod_snapshot.clone());
+                }
                 let api = self.api::<Pod>(sandbox);
-                match api.create(&post, &pod).await {
+                let created = api.create(&post, &pod).await;
+                if restore.is_some() && created.is_ok() {
+                    self.mark_restored(sandbox).await?;
+                }
+                match created {
                     Err(kube::Error::Api(status)) if status.is_already_exists() => {
                         // Ours and the cache lags, or someone else's outside the cache
                         // (no hash label): only the second is an error.

@@ -1,29 +1,32 @@
 //! `SandboxSnapshot`s in Kubernetes mode: a kube-runtime `Controller` of the snapshots, also
 //! triggered by the objects each one owns, running the pure plan of the configured provider
-//! ([`kube_csi`]) and writing through the [`KubeStore`].
+//! ([`super::kube_csi`] in [`csi`], [`super::kube_gke`] in [`gke`]) and writing through the
+//! [`KubeStore`].
 //!
 //! The controller runs beside the Sandbox controller under the same lease. Reads in a
 //! reconcile go to the API server (a few GETs per snapshot in progress); a settled snapshot
 //! (`Ready`, `Failed`) costs nothing.
+
+mod csi;
+mod gke;
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::DynamicObject;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use kube::{Api, Client, ResourceExt};
-use rouse_shared::api::{Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SandboxStatus};
+use kube::{Api, Client};
+use rouse_shared::api::{
+    LastSnapshot, Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SandboxStatus, SnapshotPhase,
+};
 use rouse_shared::store::{KubeStore, ObjectKey, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
-use super::kube_csi::{self, CsiObserved, CsiVolume, VolumeSnapshotState};
-use super::plan::failed;
-use crate::sandbox::volume_specs;
+use super::{kube_csi, kube_gke};
 use crate::status::status_patch;
 
 /// Which provider takes `SandboxSnapshot`s in Kubernetes mode.
@@ -32,6 +35,9 @@ pub enum KubeSnapshotProvider {
     /// One CSI `VolumeSnapshot` per PVC (`kube-csi`); memory is not kept.
     #[default]
     Csi,
+    /// A GKE pod snapshot of the sandbox's gVisor pod (`kube-gke`): memory and root
+    /// filesystem, not the PVCs.
+    Gke,
 }
 
 impl FromStr for KubeSnapshotProvider {
@@ -40,7 +46,10 @@ impl FromStr for KubeSnapshotProvider {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "csi" => Ok(Self::Csi),
-            other => Err(format!("unknown snapshot provider {other:?}; expected csi")),
+            "gke" => Ok(Self::Gke),
+            other => Err(format!(
+                "unknown snapshot provider {other:?}; expected csi or gke"
+            )),
         }
     }
 }
@@ -48,7 +57,8 @@ impl FromStr for KubeSnapshotProvider {
 /// Settings of the snapshot controller (`rouse controller --snapshot-*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeSnapshotConfig {
-    /// The provider taking new snapshots. Default `csi`.
+    /// The provider taking new snapshots (`csi` or `gke`). Default `csi`. Forks are restored
+    /// by the provider that took their snapshot (its `status.provider`), whatever this is.
     pub provider: KubeSnapshotProvider,
     /// `spec.volumeSnapshotClassName` of the `VolumeSnapshot`s made; `None` (the default)
     /// leaves it unset, so the cluster's default class for the PVC's driver is used.
@@ -86,7 +96,7 @@ pub enum SnapshotError {
         #[source]
         source: StoreError,
     },
-    /// A call on a Kubernetes object (PVC, VolumeSnapshot) failed.
+    /// A call on a Kubernetes object (PVC, VolumeSnapshot, pod snapshot trigger) failed.
     #[error("{what}: {source}")]
     Api {
         /// What was being done.
@@ -139,6 +149,7 @@ pub async fn run(
         kube::runtime::controller::Config::default().concurrency(config.concurrency.max(1));
     let owned = match config.provider {
         KubeSnapshotProvider::Csi => kube_csi::api_resource(),
+        KubeSnapshotProvider::Gke => kube_gke::trigger_resource(),
     };
     let owned_api: Api<DynamicObject> = match ns {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &owned),
@@ -150,15 +161,51 @@ pub async fn run(
         config,
         failures: std::sync::Mutex::new(std::collections::HashMap::new()),
     });
-    Controller::new(scoped::<SandboxSnapshot>(&client, ns), wc.clone())
-        .with_config(controller_config)
+    let mut controller = Controller::new(scoped::<SandboxSnapshot>(&client, ns), wc.clone())
+        .with_config(controller_config);
+    // A kind the cluster does not serve is not watched: its watch would fail forever, and
+    // kube-runtime backs off the whole trigger stream on each failure, starving the
+    // snapshots' own watch. Creating one then fails the snapshot with a clear message.
+    if served(&owned_api).await {
         // Only objects this controller labelled are watched.
-        .owns_with(owned_api, owned, wc.labels(kube_csi::SNAPSHOT_UID_LABEL))
-        .graceful_shutdown_on(stop.cancelled_owned())
+        controller =
+            controller.owns_with(owned_api, owned, wc.labels(kube_csi::SNAPSHOT_UID_LABEL));
+    } else {
+        warn!(
+            kind = %owned.kind,
+            group = %owned.group,
+            "the cluster does not serve the kind this snapshot provider makes; snapshots will fail"
+        );
+    }
+    let running = controller
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
-        .instrument(tracing::info_span!("snapshot_controller"))
-        .await;
+        .instrument(tracing::info_span!("snapshot_controller"));
+    tokio::pin!(running);
+    tokio::select! {
+        () = &mut running => {}
+        () = stop.cancelled() => {
+            // kube-runtime's graceful shutdown waits for the snapshot cache to sync even when
+            // the stop came first, which may then never happen: bound the wait.
+            if tokio::time::timeout(SHUTDOWN_DRAIN, running).await.is_err() {
+                warn!("the snapshot controller did not stop in time; dropped");
+            }
+        }
+    }
+}
+
+/// How long shutdown waits for running snapshot reconciles.
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
+
+/// Whether the API server serves the resource of `api` (a 404 on a list means it does not;
+/// any other answer, including other errors, counts as served).
+async fn served(api: &Api<DynamicObject>) -> bool {
+    let probe = kube::api::ListParams::default().limit(1);
+    !matches!(
+        api.list_metadata(&probe).await,
+        Err(kube::Error::Api(status)) if status.code == 404
+    )
 }
 
 fn error_policy(
@@ -190,7 +237,17 @@ async fn reconcile(
 ) -> Result<Action, SnapshotError> {
     let key = ObjectKey::of(snapshot.as_ref());
     let span = tracing::info_span!("reconcile_snapshot", snapshot.key = %key);
-    let result = reconcile_csi(&snapshot, &ctx).instrument(span).await;
+    let result = async {
+        if !kube_csi::in_progress(&snapshot) {
+            return Ok(Action::await_change());
+        }
+        match ctx.config.provider {
+            KubeSnapshotProvider::Csi => csi::reconcile(&snapshot, &ctx).await,
+            KubeSnapshotProvider::Gke => gke::reconcile(&snapshot, &ctx).await,
+        }
+    }
+    .instrument(span)
+    .await;
     if result.is_ok() {
         ctx.failures
             .lock()
@@ -202,94 +259,47 @@ async fn reconcile(
     result
 }
 
-/// One reconcile with the `kube-csi` provider: observe the sandbox's PVCs and the
-/// `VolumeSnapshot`s, plan, create the missing ones, write `lastSnapshot` and the status.
-async fn reconcile_csi(snapshot: &SandboxSnapshot, ctx: &Context) -> Result<Action, SnapshotError> {
-    if !kube_csi::in_progress(snapshot) {
-        return Ok(Action::await_change());
-    }
+/// Reads the snapshot's sandbox; `None` when it does not exist.
+async fn read_sandbox(
+    ctx: &Context,
+    snapshot: &SandboxSnapshot,
+) -> Result<Option<Sandbox>, SnapshotError> {
     let key = ObjectKey::of(snapshot);
-    let namespace = key.namespace.clone();
-    let sandbox_key = ObjectKey::new(namespace.clone(), snapshot.spec.sandbox_name.clone());
-    let sandbox = match Store::<Sandbox>::get(&ctx.store, &sandbox_key).await {
-        Ok(s) => Some(s),
-        Err(e) if e.is_not_found() => None,
-        Err(source) => {
-            return Err(SnapshotError::Store {
-                what: format!("read sandbox {sandbox_key}"),
-                source,
-            });
-        }
-    };
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
-    let volume_snapshots: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &namespace, &kube_csi::api_resource());
-    let uid = snapshot.uid().unwrap_or_default();
-    let mut observed = CsiObserved::default();
-    if let Some(sandbox) = &sandbox {
-        let mut volumes = Vec::new();
-        for volume in volume_specs(sandbox) {
-            let api_error = |what: String| move |source| SnapshotError::Api { what, source };
-            let claim_exists = claims
-                .get_opt(&volume.claim_name)
-                .await
-                .map_err(api_error(format!("read PVC {}", volume.claim_name)))?
-                .is_some();
-            let name = kube_csi::volume_snapshot_name(&volume.volume_name, &key.name);
-            let existing = volume_snapshots
-                .get_opt(&name)
-                .await
-                .map_err(api_error(format!("read VolumeSnapshot {name}")))?;
-            volumes.push(CsiVolume {
-                volume,
-                claim_exists,
-                snapshot: existing.map(|o| VolumeSnapshotState::of(&o, &uid)),
-            });
-        }
-        observed.volumes = Some(volumes);
+    let sandbox_key = ObjectKey::new(key.namespace, snapshot.spec.sandbox_name.clone());
+    match Store::<Sandbox>::get(&ctx.store, &sandbox_key).await {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(source) => Err(SnapshotError::Store {
+            what: format!("read sandbox {sandbox_key}"),
+            source,
+        }),
     }
-    let mut planned = kube_csi::plan(snapshot, &observed);
-    if let Some(sandbox) = &sandbox {
-        for volume in &planned.create {
-            let object = kube_csi::volume_snapshot(
-                snapshot,
-                sandbox,
-                volume,
-                ctx.config.volume_snapshot_class.as_deref(),
-            );
-            match volume_snapshots
-                .create(&PostParams::default(), &object)
-                .await
-            {
-                Ok(_) => {
-                    metrics::counter!("rouse_controller_volume_snapshots_created_total")
-                        .increment(1);
-                }
-                // Made by an earlier reconcile: the next one reads it.
-                Err(kube::Error::Api(status)) if status.is_already_exists() => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {
-                    planned.status = failed(
-                        kube_csi::PROVIDER,
-                        format!(
-                            "this cluster does not serve {}/{} {}: install the CSI snapshot \
-                             CRDs and controller, or choose another snapshot provider",
-                            kube_csi::GROUP,
-                            kube_csi::VERSION,
-                            kube_csi::KIND
-                        ),
-                    );
-                    break;
-                }
-                Err(source) => {
-                    return Err(SnapshotError::Api {
-                        what: format!("create VolumeSnapshot {}", object.name_any()),
-                        source,
-                    });
-                }
-            }
-        }
-    }
-    if let (Some(last), Some(sandbox)) = (planned.last_snapshot.clone(), &sandbox) {
+}
+
+/// The API of a dynamic resource in the snapshot's namespace.
+fn dynamic_api(
+    ctx: &Context,
+    snapshot: &SandboxSnapshot,
+    resource: &kube::api::ApiResource,
+) -> Api<DynamicObject> {
+    let namespace = ObjectKey::of(snapshot).namespace;
+    Api::namespaced_with(ctx.client.clone(), &namespace, resource)
+}
+
+/// Writes what a plan decided: the sandbox's `lastSnapshot` first (so a crash in between
+/// only repeats it), then the snapshot's status when it changed; the requeue as an
+/// [`Action`].
+async fn write_outcome(
+    ctx: &Context,
+    snapshot: &SandboxSnapshot,
+    sandbox: Option<&Sandbox>,
+    last_snapshot: Option<LastSnapshot>,
+    status: &SandboxSnapshotStatus,
+    requeue_after: Option<Duration>,
+) -> Result<Action, SnapshotError> {
+    let key = ObjectKey::of(snapshot);
+    if let (Some(last), Some(sandbox)) = (last_snapshot, sandbox) {
+        let sandbox_key = ObjectKey::of(sandbox);
         let previous = sandbox.status.clone().unwrap_or_default();
         let wanted = SandboxStatus {
             last_snapshot: Some(last),
@@ -309,15 +319,16 @@ async fn reconcile_csi(snapshot: &SandboxSnapshot, ctx: &Context) -> Result<Acti
         }
     }
     let previous = snapshot.status.clone().unwrap_or_default();
-    if let Some(patch) = status_patch::<SandboxSnapshotStatus>(&previous, &planned.status) {
+    if let Some(patch) = status_patch::<SandboxSnapshotStatus>(&previous, status) {
         match Store::<SandboxSnapshot>::patch_status(&ctx.store, &key, &patch).await {
             Ok(_) => {
-                if planned.status.phase != previous.phase
-                    && let Some(phase) = planned.status.phase
+                if status.phase != previous.phase
+                    && let Some(phase) = status.phase
                 {
-                    tracing::info!(phase = ?phase, message = planned.status.message.as_deref().unwrap_or_default(), "snapshot status");
-                    if phase == rouse_shared::api::SnapshotPhase::Ready {
-                        metrics::counter!("rouse_controller_snapshots_total", "provider" => kube_csi::PROVIDER)
+                    let provider = status.provider.clone().unwrap_or_default();
+                    tracing::info!(phase = ?phase, message = status.message.as_deref().unwrap_or_default(), "snapshot status");
+                    if phase == SnapshotPhase::Ready {
+                        metrics::counter!("rouse_controller_snapshots_total", "provider" => provider)
                             .increment(1);
                     }
                 }
@@ -331,7 +342,5 @@ async fn reconcile_csi(snapshot: &SandboxSnapshot, ctx: &Context) -> Result<Acti
             }
         }
     }
-    Ok(planned
-        .requeue_after
-        .map_or_else(Action::await_change, Action::requeue))
+    Ok(requeue_after.map_or_else(Action::await_change, Action::requeue))
 }
