@@ -259,7 +259,7 @@ fn the_roles_grant_what_the_code_calls() {
             "persistentvolumeclaims",
             &["get", "list", "watch", "create"],
         ),
-        // Snapshots (controller/src/snapshot/kube.rs) and forks (platform/kube/restore.rs).
+        // Snapshots (controller/src/snapshot/kube/) and forks (platform/kube/restore.rs).
         (
             "agents.x-k8s.io",
             "sandboxsnapshots",
