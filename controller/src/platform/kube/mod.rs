@@ -168,11 +168,7 @@ impl Platform for KubePlatform {
                         .insert(RESTORE_ANNOTATION.to_owned(), pod_snapshot.clone());
                 }
                 let api = self.api::<Pod>(sandbox);
-                let created = api.create(&post, &pod).await;
-                if restore.is_some() && created.is_ok() {
-                    self.mark_restored(sandbox).await?;
-                }
-                match created {
+                let created = match api.create(&post, &pod).await {
                     Err(kube::Error::Api(status)) if status.is_already_exists() => {
                         // Ours and the cache lags, or someone else's outside the cache
                         // (no hash label): only the second is an error.
@@ -191,7 +187,13 @@ impl Platform for KubePlatform {
                         }
                     }
                     other => other.map(|_| ()),
+                };
+                // An existing pod of ours was made by an earlier try, with the same
+                // annotation: the fork is restored either way.
+                if restore.is_some() && created.is_ok() {
+                    self.mark_restored(sandbox).await?;
                 }
+                created
             }
             Action::AdoptWorkload { name } => {
                 let patch = json!({"metadata": {
