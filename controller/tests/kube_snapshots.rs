@@ -267,3 +267,20 @@ async fn a_fork_waits_for_its_snapshot_then_creates_its_pvcs_from_it() {
     assert!(source["spec"].get("dataSource").is_none());
     controller.stop().await;
 }
+
+/// The scenario the real API server runs too (controller/tests/e2e.rs).
+#[tokio::test]
+async fn the_shared_csi_scenario() {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    let _kubelet = FakeKubelet::start(&server, KubeletOptions::default());
+    let client = server.client().expect("client");
+    let env = Env {
+        controller_client: client.clone(),
+        client,
+        namespace: "team-b".to_owned(),
+        lease_namespace: "team-b".to_owned(),
+        image: "busybox:1.36".to_owned(),
+        timeout: Duration::from_secs(20),
+    };
+    scenarios::snapshots::csi_snapshot_and_fork(&env).await;
+}

@@ -251,6 +251,20 @@ pub async fn install(client: &Client) -> Result<()> {
     Ok(())
 }
 
+/// Installs a stand-in for the CSI snapshotter's `VolumeSnapshot` CRD
+/// (`testsupport/cluster/volumesnapshot-crd.yaml`: the real group, version, kind and status
+/// subresource, without its schema), so the `kube-csi` snapshot provider runs against a real
+/// API server.
+pub async fn install_volume_snapshots(client: &Client) -> Result<()> {
+    let crd = Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/volumesnapshot-crd.yaml");
+    apply_file(client, &crd).await?;
+    wait_established(
+        client,
+        &["volumesnapshots.snapshot.storage.k8s.io".to_owned()],
+    )
+    .await
+}
+
 /// The helm `build.sh` installs: `$ROUSE_HELM`, else `<cache>/helm-<version>/helm`.
 pub fn helm_binary() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("ROUSE_HELM") {
