@@ -254,7 +254,34 @@ fn the_roles_grant_what_the_code_calls() {
         ),
         ("", "pods", &["list", "watch", "create", "patch", "delete"]),
         ("", "services", &["list", "watch", "create", "delete"]),
-        ("", "persistentvolumeclaims", &["list", "watch", "create"]),
+        (
+            "",
+            "persistentvolumeclaims",
+            &["get", "list", "watch", "create"],
+        ),
+        // Snapshots (controller/src/snapshot/kube/) and forks (platform/kube/restore.rs).
+        (
+            "agents.x-k8s.io",
+            "sandboxsnapshots",
+            &["get", "list", "watch"],
+        ),
+        ("agents.x-k8s.io", "sandboxsnapshots/status", &["patch"]),
+        (
+            "agents.x-k8s.io",
+            "sandboxsnapshots/finalizers",
+            &["update"],
+        ),
+        (
+            "snapshot.storage.k8s.io",
+            "volumesnapshots",
+            &["get", "list", "watch", "create"],
+        ),
+        (
+            "podsnapshot.gke.io",
+            "podsnapshotmanualtriggers",
+            &["get", "list", "watch", "create"],
+        ),
+        ("podsnapshot.gke.io", "podsnapshots", &["get"]),
         ("events.k8s.io", "events", &["create", "patch"]),
     ] {
         let granted = verbs(&rules, group, resource);

@@ -20,7 +20,7 @@ use kube::Api;
 use kube::api::DeleteParams;
 use rouse_testsupport::cluster::{self, ClusterKubelet, SYSTEM_NAMESPACE};
 use rouse_testsupport::kube::KubeletOptions;
-use scenarios::{Env, lifecycle};
+use scenarios::{Env, lifecycle, snapshots};
 
 /// A scenario environment on a real API server, and the kubelet of its namespace (none on a
 /// cluster with real nodes).
@@ -95,6 +95,14 @@ async fn cleanup(env: &Env) {
         .await;
 }
 
+/// The `kube-csi` scenario, with a stand-in of the snapshotter's CRD installed.
+async fn csi_snapshots(env: &Env) {
+    cluster::install_volume_snapshots(&env.client)
+        .await
+        .expect("install the VolumeSnapshot CRD");
+    snapshots::csi_snapshot_and_fork(env).await;
+}
+
 async fn restart_five(env: &Env) {
     lifecycle::restart_converges(env, 5).await;
 }
@@ -118,6 +126,7 @@ e2e!(e2e_expiry, lifecycle::expiry);
 e2e!(e2e_idle_suspend, lifecycle::idle_suspend);
 e2e!(e2e_restart_converges, restart_five);
 e2e!(e2e_leader_election, lifecycle::leader_election);
+e2e!(e2e_csi_snapshot_and_fork, csi_snapshots);
 e2e!(
     e2e_owned_objects_collected,
     lifecycle::owned_objects_collected

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use rouse_controller::run::{self, ControllerConfig, LeaseConfig, Probes};
+use rouse_controller::snapshot::kube::{KubeSnapshotConfig, KubeSnapshotProvider};
 use rouse_shared::store::KubeStore;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
@@ -61,6 +62,16 @@ pub struct Args {
     /// How often the leader renews and a standby retries.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, env = "ROUSE_CONTROLLER_LEASE_RETRY")]
     lease_retry: Duration,
+    /// The provider taking SandboxSnapshots: `csi` (a CSI VolumeSnapshot per PVC).
+    #[arg(
+        long,
+        default_value = "csi",
+        env = "ROUSE_CONTROLLER_SNAPSHOT_PROVIDER"
+    )]
+    snapshot_provider: KubeSnapshotProvider,
+    /// `volumeSnapshotClassName` of the VolumeSnapshots made (unset: the cluster's default).
+    #[arg(long, env = "ROUSE_CONTROLLER_VOLUME_SNAPSHOT_CLASS")]
+    volume_snapshot_class: Option<String>,
 }
 
 /// Runs the controller until SIGINT or SIGTERM.
@@ -109,6 +120,11 @@ fn config(args: &Args) -> ControllerConfig {
         resync: args.resync,
         leader_election,
         extensions: rouse_controller::extensions::ExtensionsConfig::default(),
+        snapshots: KubeSnapshotConfig {
+            provider: args.snapshot_provider,
+            volume_snapshot_class: args.volume_snapshot_class.clone().filter(|c| !c.is_empty()),
+            ..KubeSnapshotConfig::default()
+        },
     }
 }
 

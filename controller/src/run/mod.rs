@@ -1,6 +1,7 @@
 //! The Sandbox controller on Kubernetes: kube-runtime's applier fed by watches of Sandboxes
-//! and of the Pods, Services and PVCs they own, behind leader election on a Lease, with
-//! Events, metrics and health probes.
+//! and of the Pods, Services and PVCs they own (and of the `SandboxSnapshot`s forks start
+//! from), behind leader election on a Lease, with Events, metrics and health probes; beside
+//! it the extension controllers and the `SandboxSnapshot` controller.
 //!
 //! # Example
 //! ```no_run
@@ -21,13 +22,15 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
-use kube::runtime::controller::{self, trigger_owners, trigger_self};
+use kube::ResourceExt;
+use kube::runtime::controller::{self, trigger_owners, trigger_self, trigger_with};
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::{self, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use rouse_shared::api::Sandbox;
 use rouse_shared::api::keys::SANDBOX_NAME_HASH;
+use rouse_shared::api::{Sandbox, SandboxSnapshot};
 use rouse_shared::store::Store;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -55,6 +58,8 @@ pub struct ControllerConfig {
     pub leader_election: Option<LeaseConfig>,
     /// The SandboxWarmPool, SandboxClaim and SandboxTemplate controllers.
     pub extensions: crate::extensions::ExtensionsConfig,
+    /// The SandboxSnapshot controller (provider, VolumeSnapshotClass).
+    pub snapshots: crate::snapshot::kube::KubeSnapshotConfig,
 }
 
 impl Default for ControllerConfig {
@@ -67,6 +72,7 @@ impl Default for ControllerConfig {
             resync: Duration::from_secs(300),
             leader_election: None,
             extensions: crate::extensions::ExtensionsConfig::default(),
+            snapshots: crate::snapshot::kube::KubeSnapshotConfig::default(),
         }
     }
 }
@@ -197,6 +203,7 @@ where
     let (pods, pod_writer) = reflector::store::<Pod>();
     let (services, service_writer) = reflector::store::<Service>();
     let (claims, claim_writer) = reflector::store::<PersistentVolumeClaim>();
+    let (snapshots, snapshot_writer) = reflector::store::<SandboxSnapshot>();
 
     let sandbox_events = reflector(
         sandbox_writer,
@@ -230,11 +237,41 @@ where
     )
     .default_backoff()
     .touched_objects();
+    let snapshot_events = reflector(
+        snapshot_writer,
+        watcher(
+            scoped::<SandboxSnapshot>(client.clone(), ns),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    // A fork waiting for its snapshot starts as soon as the snapshot changes.
+    let forks = {
+        let sandboxes = sandboxes.clone();
+        move |snapshot: SandboxSnapshot| {
+            let name = snapshot.name_any();
+            let namespace = snapshot.namespace();
+            sandboxes
+                .state()
+                .into_iter()
+                .filter(|s| s.namespace() == namespace)
+                .filter(|s| {
+                    s.spec
+                        .restore_from
+                        .as_ref()
+                        .is_some_and(|r| r.snapshot_name == name)
+                })
+                .map(|s| ObjectRef::from_obj(s.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
     let queue = stream::select_all([
         trigger_self(sandbox_events, ()).boxed(),
         trigger_owners::<Sandbox, _>(pod_events, (), ()).boxed(),
         trigger_owners::<Sandbox, _>(service_events, (), ()).boxed(),
         trigger_owners::<Sandbox, _>(claim_events, (), ()).boxed(),
+        trigger_with(snapshot_events, forks).boxed(),
     ])
     .take_until(stop.clone().cancelled_owned());
 
@@ -243,6 +280,7 @@ where
         services: services.clone(),
         claims: claims.clone(),
         pod_index,
+        snapshots: snapshots.clone(),
     };
     let platform = KubePlatform::new(client.clone(), cache, config.cluster_domain.clone());
     let recorder = config.events.then(|| {
@@ -258,18 +296,20 @@ where
 
     // Reconciles wait for every cache: an empty Pod cache would make every sandbox look new.
     let synced = {
-        let (sandboxes, pods, services, claims) = (
+        let (sandboxes, pods, services, claims, snapshots) = (
             sandboxes.clone(),
             pods.clone(),
             services.clone(),
             claims.clone(),
+            snapshots.clone(),
         );
         let probes = probes.clone();
         async move {
             let ok = sandboxes.wait_until_ready().await.is_ok()
                 && pods.wait_until_ready().await.is_ok()
                 && services.wait_until_ready().await.is_ok()
-                && claims.wait_until_ready().await.is_ok();
+                && claims.wait_until_ready().await.is_ok()
+                && snapshots.wait_until_ready().await.is_ok();
             if ok {
                 probes.set_ready(true);
             }
@@ -309,7 +349,13 @@ where
         config.extensions.clone(),
         stop.clone(),
     );
-    tokio::join!(applier, gauges, extensions);
+    let snapshot_controller = crate::snapshot::kube::run(
+        client.clone(),
+        config.namespace.clone(),
+        config.snapshots.clone(),
+        stop.clone(),
+    );
+    tokio::join!(applier, gauges, extensions, snapshot_controller);
     drop(ctx);
     Ok(())
 }

@@ -14,11 +14,13 @@
 //!   as the end of its second: a sandbox is never suspended early, at most one second late.
 //!   Before the deadline: requeue at it.
 //! - `operatingMode: Suspended` deletes the workload only; `Running` (re)creates it on the same
-//!   volumes. Volumes are ensured whenever the sandbox is not expired.
+//!   volumes. Volumes are ensured whenever the sandbox is not expired and not waiting for its
+//!   `restoreFrom` snapshot.
 //! - Workloads: more than one owned → refuse (`Ready=False/MultiplePods`), touch none; the one
 //!   named like the pod but owned by someone else → never touched; an adoptable one is adopted.
 //! - `spec.restoreFrom` names a snapshot that does not exist or is not `Ready` (as the
-//!   platform observed it): no workload is created, `Ready=False/SnapshotNotFound` or
+//!   platform observed it): no workload and no volume is created (on Kubernetes a claim is
+//!   restored only when it is created), `Ready=False/SnapshotNotFound` or
 //!   `SnapshotNotReady`, requeue after [`SNAPSHOT_WAIT`].
 //! - The status describes the state once the actions succeed.
 
@@ -99,8 +101,12 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
     }
     let want_running = mode == OperatingMode::Running && !expired;
 
+    let restore_waits = matches!(
+        observed.restore,
+        Some(RestoreSource::NotFound(_) | RestoreSource::NotReady(_))
+    );
     // Volumes first, so a created workload finds its claims.
-    if !expired {
+    if !expired && !restore_waits {
         for volume in volume_specs(sandbox) {
             let exists = observed
                 .volumes

@@ -830,16 +830,18 @@ fn a_sandbox_restored_from_a_snapshot_waits_for_it() {
     let pending = || RestoreSource::NotReady("snapshot snap is not taken yet".to_owned());
     run(vec![
         Case {
-            name: "a missing snapshot: volumes only, no workload, requeue",
+            name: "a missing snapshot: no volume, no workload, requeue",
             given: (sb(), with(missing()), now()),
-            want: requeue(
-                want(
-                    &["ensure_volume data-alice"],
-                    &[],
-                    "False/SnapshotNotFound",
-                    NOT_SUSPENDED,
-                ),
-                2,
+            want: requeue(want(&[], &[], "False/SnapshotNotFound", NOT_SUSPENDED), 2),
+        },
+        Case {
+            name: "a ready snapshot: the volumes and the workload are created",
+            given: (sb(), with(RestoreSource::Ready), now()),
+            want: want(
+                &["ensure_volume data-alice", "create_workload alice"],
+                &[],
+                "False/DependenciesNotReady",
+                NOT_SUSPENDED,
             ),
         },
         Case {

@@ -6,9 +6,16 @@
 //! the platform checkpoints instead where its [`Capabilities`] allow (the local gVisor
 //! runtime: memory, the in-memory root overlay and the volumes), or stops it and reports why
 //! in the sandbox's `Checkpointed` condition (see [`outcome`]).
+//!
+//! `SandboxSnapshot`s are taken by [`standalone`] on the local platform, and in Kubernetes
+//! mode by [`kube`] with the [`kube_csi`] or [`kube_gke`] provider.
 
+pub mod kube;
+pub mod kube_csi;
+pub mod kube_gke;
 pub mod outcome;
 pub mod plan;
+pub mod quantity;
 pub mod record;
 pub mod standalone;
 

@@ -8,6 +8,7 @@
 
 pub mod env;
 pub mod lifecycle;
+pub mod snapshots;
 
 #[allow(unused_imports)]
 pub use env::{Env, RunningController, deadline, sandbox, wait_for};

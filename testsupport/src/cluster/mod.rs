@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -249,6 +250,20 @@ pub async fn install(client: &Client) -> Result<()> {
         apply_file(client, &kubernetes.join(file)).await?;
     }
     Ok(())
+}
+
+/// Installs a stand-in for the CSI snapshotter's `VolumeSnapshot` CRD
+/// (`testsupport/cluster/volumesnapshot-crd.yaml`: the real group, version, kind and status
+/// subresource, without its schema), so the `kube-csi` snapshot provider runs against a real
+/// API server. A cluster that has the real CRD (a kind cluster with the snapshotter) keeps it.
+pub async fn install_volume_snapshots(client: &Client) -> Result<()> {
+    let name = "volumesnapshots.snapshot.storage.k8s.io";
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds.get_opt(name).await?.is_none() {
+        let crd = Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/volumesnapshot-crd.yaml");
+        apply_file(client, &crd).await?;
+    }
+    wait_established(client, &[name.to_owned()]).await
 }
 
 /// The helm `build.sh` installs: `$ROUSE_HELM`, else `<cache>/helm-<version>/helm`.

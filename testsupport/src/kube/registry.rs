@@ -102,6 +102,26 @@ const fn crd(
     }
 }
 
+/// A custom resource of another project, at its own version (no scale subresource).
+const fn foreign_crd(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    status: bool,
+) -> ResourceType {
+    ResourceType {
+        group,
+        version,
+        plural,
+        kind,
+        namespaced: true,
+        status,
+        scale: false,
+        custom: true,
+    }
+}
+
 const AGENTS: &str = "agents.x-k8s.io";
 const EXTENSIONS: &str = "extensions.agents.x-k8s.io";
 
@@ -148,6 +168,29 @@ pub static RESOURCES: &[ResourceType] = &[
         true,
     ),
     crd(EXTENSIONS, "sandboxclaims", "SandboxClaim", true, false),
+    // The CSI external snapshotter's CRD (status subresource since v4).
+    foreign_crd(
+        "snapshot.storage.k8s.io",
+        "v1",
+        "volumesnapshots",
+        "VolumeSnapshot",
+        true,
+    ),
+    // GKE pod snapshots (the objects the upstream agent-sandbox GKE extension uses).
+    foreign_crd(
+        "podsnapshot.gke.io",
+        "v1",
+        "podsnapshotmanualtriggers",
+        "PodSnapshotManualTrigger",
+        true,
+    ),
+    foreign_crd(
+        "podsnapshot.gke.io",
+        "v1",
+        "podsnapshots",
+        "PodSnapshot",
+        true,
+    ),
 ];
 
 /// The resource served at `/{api|apis/group}/{version}/{plural}`.

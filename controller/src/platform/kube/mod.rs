@@ -1,6 +1,7 @@
 //! The Kubernetes platform: a sandbox's workload is a Pod named after it, its volumes are PVCs
 //! `<template>-<sandbox>`, and its Service a headless Service named like it, all carrying a
-//! controller ownerReference to the Sandbox and the `sandbox-name-hash` label.
+//! controller ownerReference to the Sandbox and the `sandbox-name-hash` label. A sandbox with
+//! `spec.restoreFrom` starts from its snapshot (see [`restore`]).
 //!
 //! Observation reads reflector caches fed by the controller's watches, never the API server,
 //! so a reconcile costs only its writes. A lagging cache is safe: every create uses the
@@ -9,6 +10,7 @@
 
 mod index;
 mod objects;
+mod restore;
 
 pub use index::PodIndex;
 
@@ -17,7 +19,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use rouse_shared::api::keys::SANDBOX_NAME_HASH;
-use rouse_shared::api::{MemorySharing, Sandbox};
+use rouse_shared::api::{MemorySharing, Sandbox, SandboxSnapshot};
 use rouse_shared::names::sandbox_name_hash;
 use serde_json::json;
 
@@ -26,6 +28,7 @@ use crate::sandbox::{
     Action, Observed, ObservedMemorySharing, ObservedService, ObservedVolume, SharingState,
     pod_name, volume_specs,
 };
+use crate::snapshot::kube_gke::RESTORE_ANNOTATION;
 
 pub(crate) use objects::is_owned_by;
 
@@ -40,6 +43,8 @@ pub struct KubeCache {
     pub claims: Store<PersistentVolumeClaim>,
     /// Names of the cached Pods by namespace and hash label.
     pub pod_index: PodIndex,
+    /// Every `SandboxSnapshot`, for the `restoreFrom` of forks.
+    pub snapshots: Store<SandboxSnapshot>,
 }
 
 /// Pods, PVCs and headless Services through the Kubernetes API.
@@ -95,7 +100,7 @@ impl Platform for KubePlatform {
             .collect();
         workloads.extend(others.iter().map(|p| objects::workload(p, sandbox)));
 
-        let volumes = volume_specs(sandbox)
+        let volumes: Vec<ObservedVolume> = volume_specs(sandbox)
             .into_iter()
             .filter(|v| {
                 self.cache
@@ -107,6 +112,7 @@ impl Platform for KubePlatform {
                 claim_name: v.claim_name,
             })
             .collect();
+        let restore = self.restore_source(sandbox, &volumes).await?;
         let service = self
             .cache
             .services
@@ -131,8 +137,7 @@ impl Platform for KubePlatform {
                         .to_owned(),
                     merged_bytes: None,
                 }),
-            // Forks from snapshots are a standalone feature so far.
-            restore: None,
+            restore,
         })
     }
 
@@ -141,7 +146,12 @@ impl Platform for KubePlatform {
         let post = PostParams::default();
         let result = match action {
             Action::EnsureVolume(volume) => {
-                let claim = objects::claim(sandbox, volume);
+                let mut claim = objects::claim(sandbox, volume);
+                if let Some(source) = self.data_source(sandbox, volume)?
+                    && let Some(spec) = claim.spec.as_mut()
+                {
+                    spec.data_source = Some(source);
+                }
                 created(
                     self.api::<PersistentVolumeClaim>(sandbox)
                         .create(&post, &claim)
@@ -149,9 +159,16 @@ impl Platform for KubePlatform {
                 )
             }
             Action::CreateWorkload(spec) => {
-                let pod = objects::pod(sandbox, spec);
+                let mut pod = objects::pod(sandbox, spec);
+                let restore = self.pod_restore(sandbox).await?;
+                if let Some(pod_snapshot) = &restore {
+                    pod.metadata
+                        .annotations
+                        .get_or_insert_default()
+                        .insert(RESTORE_ANNOTATION.to_owned(), pod_snapshot.clone());
+                }
                 let api = self.api::<Pod>(sandbox);
-                match api.create(&post, &pod).await {
+                let created = match api.create(&post, &pod).await {
                     Err(kube::Error::Api(status)) if status.is_already_exists() => {
                         // Ours and the cache lags, or someone else's outside the cache
                         // (no hash label): only the second is an error.
@@ -170,7 +187,13 @@ impl Platform for KubePlatform {
                         }
                     }
                     other => other.map(|_| ()),
+                };
+                // An existing pod of ours was made by an earlier try, with the same
+                // annotation: the fork is restored either way.
+                if restore.is_some() && created.is_ok() {
+                    self.mark_restored(sandbox).await?;
                 }
+                created
             }
             Action::AdoptWorkload { name } => {
                 let patch = json!({"metadata": {
