@@ -210,3 +210,6 @@ fn phase(name: &'static str, since: Instant) {
     metrics::histogram!("rouse_controller_direct_wake_duration_seconds", "phase" => name)
         .record(since.elapsed().as_secs_f64());
 }
+
+#[cfg(test)]
+mod tests;

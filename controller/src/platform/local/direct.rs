@@ -262,3 +262,48 @@ pub async fn accepting(
     });
     probe.await.unwrap_or(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, TcpListener};
+
+    use super::*;
+    use crate::platform::local::PortMap;
+
+    fn status(phase: WorkloadPhase) -> WorkloadStatus {
+        WorkloadStatus {
+            phase,
+            ready: false,
+            ports: PortMap {
+                host: Ipv4Addr::LOCALHOST,
+                default_port: 1,
+                mapped: Vec::new(),
+            },
+            restarts: 0,
+            pgid: None,
+            message: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn accepting_waits_for_a_listener_and_gives_up_on_an_exit() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let (_tx, rx) = watch::channel(status(WorkloadPhase::Running));
+        assert!(
+            accepting(addr, rx, Duration::from_secs(5)).await,
+            "listening"
+        );
+        drop(listener);
+        let (_tx, rx) = watch::channel(status(WorkloadPhase::Failed));
+        assert!(
+            !accepting(addr, rx, Duration::from_secs(5)).await,
+            "the workload failed"
+        );
+        let (_tx, rx) = watch::channel(status(WorkloadPhase::Running));
+        assert!(
+            accepting(addr, rx, Duration::from_millis(20)).await,
+            "still starting after the window: handed over anyway"
+        );
+    }
+}
