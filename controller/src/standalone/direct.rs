@@ -87,7 +87,7 @@ impl DirectWaker {
     }
 
     async fn try_wake(&self, key: &ObjectKey, began: Instant) -> DirectWake {
-        let sandbox: Sandbox = match Store::<Sandbox>::get(&self.store, key).await {
+        let sandbox: Sandbox = match self.store.get_now(key) {
             Ok(sandbox) => sandbox,
             Err(error) if error.is_not_found() => return DirectWake::NotDirect("not_found"),
             Err(error) => {

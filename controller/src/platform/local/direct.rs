@@ -31,7 +31,7 @@ use crate::sandbox;
 
 /// Pause between two connects while waiting for a woken workload to listen: finer than the
 /// proxy's dial backoff, so the wake is not late by a backoff step.
-const ACCEPT_POLL: Duration = Duration::from_micros(200);
+const ACCEPT_POLL: Duration = Duration::from_micros(100);
 /// One connect attempt of that wait.
 const ACCEPT_CONNECT: Duration = Duration::from_millis(50);
 

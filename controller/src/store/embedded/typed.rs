@@ -150,6 +150,33 @@ impl EmbeddedStore {
         })
     }
 
+    /// Reads one object on the calling thread, not the blocking pool: for the direct wake,
+    /// where the hop to a pool thread costs more than the read (a snapshot read of one key
+    /// from cached pages takes microseconds and never waits for the writer).
+    pub fn get_now<K: StoreObject>(&self, key: &ObjectKey) -> Result<K> {
+        let started = Instant::now();
+        let kind = kind_of::<K>();
+        let result = self
+            .inner
+            .db
+            .begin_read()
+            .map_err(|e| unavailable("begin read", e))
+            .and_then(|tx| {
+                let table = tx
+                    .open_table(OBJECTS)
+                    .map_err(|e| unavailable("open objects table", e))?;
+                get_object(&table, &kind, &key.namespace, &key.name)?.ok_or_else(|| {
+                    StoreError::NotFound {
+                        kind: kind.clone(),
+                        key: key.clone(),
+                    }
+                })
+            })
+            .and_then(decode);
+        observe("get", &kind, started, &result);
+        result
+    }
+
     async fn get_value<K: StoreObject>(&self, key: &ObjectKey) -> Result<K> {
         let kind = kind_of::<K>();
         let key = key.clone();
