@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use rouse_loadtest::measure::{self, Budget};
-use rouse_loadtest::wake::{self, WakeOptions};
+use rouse_loadtest::wake::{self, WakeOptions, WakePath};
 use rouse_loadtest::{proxy, scenarios};
 
 /// Rouse benchmarks; build with --release.
@@ -72,6 +72,9 @@ struct Cli {
     /// Wake cycles of the `wake` scenario (and backend starts for its baseline).
     #[arg(long, default_value_t = 200, env = "ROUSE_LOADTEST_CYCLES")]
     cycles: usize,
+    /// wake: the wake paths to measure, each in its own `rouse up` (`direct`, `store`).
+    #[arg(long, value_delimiter = ',', default_values_t = [WakePathArg::Direct, WakePathArg::Store])]
+    wake_paths: Vec<WakePathArg>,
     /// restore: MiB of memory the workload writes before it is checkpointed.
     #[arg(long, default_value_t = 256, env = "ROUSE_LOADTEST_MIB")]
     mib: usize,
@@ -79,6 +82,24 @@ struct Cli {
     /// this binary.
     #[arg(long, value_name = "PATH")]
     rouse: Option<PathBuf>,
+}
+
+/// A wake path on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum WakePathArg {
+    /// `[runtime] direct_wake = true`.
+    Direct,
+    /// `[runtime] direct_wake = false`.
+    Store,
+}
+
+impl std::fmt::Display for WakePathArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WakePathArg::Direct => "direct",
+            WakePathArg::Store => "store",
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -210,6 +231,14 @@ fn wake_scenario(cli: &Cli) -> anyhow::Result<()> {
         rouse,
         cycles: cli.cycles,
         max_time: Duration::from_secs(cli.seconds.max(60)),
+        paths: cli
+            .wake_paths
+            .iter()
+            .map(|p| match p {
+                WakePathArg::Direct => WakePath::Direct,
+                WakePathArg::Store => WakePath::Store,
+            })
+            .collect(),
     };
     wake::print(&wake::run(&options)?);
     Ok(())

@@ -21,6 +21,9 @@ pub const CONNECTIONS_REJECTED_TOTAL: &str = "rouse_proxy_connections_rejected_t
 pub const HELD_CONNECTIONS: &str = "rouse_proxy_held_connections";
 /// Wakes sent, by `result` (ok, error).
 pub const WAKES_TOTAL: &str = "rouse_proxy_wakes_total";
+/// Wakes sent to a runtime in the same process, by `result` (`started`, `fallback`,
+/// `refused`).
+pub const DIRECT_WAKES_TOTAL: &str = "rouse_proxy_direct_wakes_total";
 /// Time from a wake to the sandbox running.
 pub const WAKE_DURATION_SECONDS: &str = "rouse_proxy_wake_duration_seconds";
 /// Time a connection spent held before it was dialled or refused.

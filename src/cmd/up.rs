@@ -20,6 +20,7 @@ use rouse_controller::api::{self, ApiConfig, ApiState};
 use rouse_controller::platform::local::{ActivityView, LocalConfig, LocalPlatform};
 use rouse_controller::standalone;
 use rouse_controller::store::{EmbeddedStore, STORE_FILE_NAME};
+use rouse_proxy::directory::{DirectDirectory, DirectStart, DirectWake};
 use rouse_proxy::{Proxy, StoreDirectory};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -117,7 +118,14 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
         None => rouse_shared::store::ListParams::default(),
     };
     let directory = StoreDirectory::with_params(store.clone(), params);
-    let proxy = Proxy::start(config.proxy.clone(), directory).await?;
+    let waker = standalone::DirectWaker::new(store.clone(), platform.clone());
+    let proxy = if config.runtime.direct_wake {
+        // Wakes go to the local platform first; the store's write follows behind.
+        let direct = DirectDirectory::new(directory, Arc::new(PlatformWake(waker.clone())));
+        Proxy::start(config.proxy.clone(), direct).await?
+    } else {
+        Proxy::start(config.proxy.clone(), directory).await?
+    };
     // Idle suspend asks the proxy in this process whether a sandbox is in use right now.
     platform.set_activity_view(Arc::new(ProxyActivity(proxy.router().clone())));
     // A checkpoint suspend has the proxy reset and hold the sandbox's connections first.
@@ -201,6 +209,7 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
             Err(err) => tracing::error!(error = %err, "the reconciler task failed"),
         }
     }
+    waker.close().await;
     drop(store);
     match failure {
         Some(err) => Err(err),
@@ -218,6 +227,40 @@ impl ActivityView for ProxyActivity {
     fn last_activity(&self, key: &rouse_shared::store::ObjectKey) -> Option<jiff::Timestamp> {
         let at = self.0.last_activity(key)?;
         jiff::Timestamp::try_from(at).ok()
+    }
+}
+
+/// The local platform's direct wake, for the proxy (`[runtime] direct_wake`).
+struct PlatformWake(standalone::DirectWaker);
+
+impl DirectWake for PlatformWake {
+    fn wake(
+        &self,
+        key: &rouse_shared::store::ObjectKey,
+    ) -> futures::future::BoxFuture<'static, DirectStart> {
+        let waker = self.0.clone();
+        let key = key.clone();
+        Box::pin(async move {
+            let standalone::DirectWake::Started {
+                endpoint,
+                generation,
+                uid,
+                written,
+            } = waker.wake(&key).await
+            else {
+                return DirectStart::NotDirect;
+            };
+            match rouse_proxy::directory::status_endpoint(&endpoint) {
+                Some(endpoint) => DirectStart::Started {
+                    endpoint,
+                    generation: u64::try_from(generation).unwrap_or(0),
+                    uid,
+                    written: Box::pin(async move { written.await.unwrap_or(false) }),
+                },
+                // Its write is queued: the wake through the store finds it woken.
+                None => DirectStart::NotDirect,
+            }
+        })
     }
 }
 

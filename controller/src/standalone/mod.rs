@@ -8,6 +8,7 @@
 //! state, after the directories of sandboxes that no longer exist were removed; on shutdown,
 //! every workload is stopped with its grace period before `run` returns.
 
+mod direct;
 mod feed;
 mod restore;
 
@@ -27,7 +28,12 @@ use tracing::Instrument;
 use crate::platform::local::LocalPlatform;
 use crate::queue::{Outcome, Queue, RetryBackoff};
 use crate::sandbox::{ReconcileError, reconcile_sandbox};
+pub use direct::{DirectWake, DirectWaker};
 use feed::Feed;
+
+/// When a sandbox claimed by a direct wake is looked at again if the claim's end (which
+/// notifies the driver) was missed.
+const DIRECT_RECHECK: Duration = Duration::from_secs(1);
 
 /// Bound of the feed channel between the watch task and the driver.
 const FEED_CAPACITY: usize = 256;
@@ -272,6 +278,11 @@ async fn reconcile_one<S: Store<Sandbox> + Store<SandboxSnapshot>>(
     platform: &LocalPlatform,
     key: &ObjectKey,
 ) -> Outcome {
+    if platform.direct_wake_pending(key) {
+        // A direct wake started it and its store write is not answered yet: a reconcile now
+        // would read the sandbox from before the wake. The claim's end notifies the driver.
+        return Outcome::Done(Some(DIRECT_RECHECK));
+    }
     let started = std::time::Instant::now();
     let (outcome, result) = match Store::<Sandbox>::get(store, key).await {
         Err(error) if error.is_not_found() => {

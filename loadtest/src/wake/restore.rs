@@ -76,7 +76,8 @@ pub fn run(options: &RestoreOptions) -> anyhow::Result<RestoreReport> {
         bail!("the restore scenario needs root (network namespaces for checkpointable gVisor)");
     }
     let data = tempfile::tempdir().context("temporary data directory")?;
-    let mut rouse = RouseUp::start(&options.rouse, data.path())?;
+    // A checkpointed sandbox is never woken directly: the default wake path serves.
+    let mut rouse = RouseUp::start(&options.rouse, data.path(), true)?;
     let dir = data.path().join("data");
     let result = sides(&rouse, &dir, options).map_err(|error| {
         let log = |name: &str| {

@@ -22,7 +22,8 @@ pub(super) struct RouseUp {
 }
 
 impl RouseUp {
-    pub(super) fn start(rouse: &Path, data: &Path) -> anyhow::Result<RouseUp> {
+    /// Starts `rouse up` with its wake path (`[runtime] direct_wake`) on or off.
+    pub(super) fn start(rouse: &Path, data: &Path, direct_wake: bool) -> anyhow::Result<RouseUp> {
         if !rouse.exists() {
             bail!(
                 "{} does not exist; build it first: cargo build --release -p rouse",
@@ -32,8 +33,10 @@ impl RouseUp {
         let config = data.join("config.toml");
         std::fs::write(
             &config,
-            "[api]\nlisten = \"127.0.0.1:0\"\ntls = false\n[http]\nlisten = \"127.0.0.1:0\"\n\
-             [admin]\nlisten = \"127.0.0.1:0\"\n",
+            format!(
+                "[api]\nlisten = \"127.0.0.1:0\"\ntls = false\n[runtime]\ndirect_wake = {direct_wake}\n\
+                 [http]\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n"
+            ),
         )?;
         let mut child = Command::new(rouse)
             .arg("up")
@@ -125,6 +128,31 @@ impl RouseUp {
                 "proxy: connection held → dialled",
                 "rouse_proxy_hold_duration_seconds",
                 "",
+            ),
+            (
+                "direct: read the sandbox",
+                "rouse_controller_direct_wake_duration_seconds",
+                "phase=\"read\"",
+            ),
+            (
+                "direct: claim, queue the write, start",
+                "rouse_controller_direct_wake_duration_seconds",
+                "phase=\"start\"",
+            ),
+            (
+                "direct: started → accepting",
+                "rouse_controller_direct_wake_duration_seconds",
+                "phase=\"accept\"",
+            ),
+            (
+                "direct: total (wake called → endpoint)",
+                "rouse_controller_direct_wake_duration_seconds",
+                "phase=\"total\"",
+            ),
+            (
+                "direct: write queued → answered",
+                "rouse_controller_direct_wake_duration_seconds",
+                "phase=\"write\"",
             ),
             (
                 "store: patch (incl. commit)",

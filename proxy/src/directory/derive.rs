@@ -65,28 +65,33 @@ pub fn route_state(sandbox: &Sandbox) -> RouteState {
     }
 }
 
+/// The endpoint a sandbox status's `endpoint` names (`None` without an address).
+pub fn status_endpoint(ep: &rouse_shared::api::Endpoint) -> Option<Endpoint> {
+    if ep.address.is_empty() {
+        return None;
+    }
+    let ports = ep
+        .ports
+        .iter()
+        .filter_map(|p| {
+            Some(PortMapping {
+                container_port: u16::try_from(p.container_port).ok()?,
+                port: u16::try_from(p.port).ok()?,
+            })
+        })
+        .filter(|p| p.container_port != 0 && p.port != 0)
+        .collect();
+    Some(Endpoint {
+        address: ep.address.clone(),
+        ports,
+    })
+}
+
 /// Where to dial the sandbox, if known.
 fn endpoint(sandbox: &Sandbox) -> Option<Endpoint> {
     let status = sandbox.status.as_ref()?;
     if let Some(ep) = &status.endpoint {
-        if ep.address.is_empty() {
-            return None;
-        }
-        let ports = ep
-            .ports
-            .iter()
-            .filter_map(|p| {
-                Some(PortMapping {
-                    container_port: u16::try_from(p.container_port).ok()?,
-                    port: u16::try_from(p.port).ok()?,
-                })
-            })
-            .filter(|p| p.container_port != 0 && p.port != 0)
-            .collect();
-        return Some(Endpoint {
-            address: ep.address.clone(),
-            ports,
-        });
+        return status_endpoint(ep);
     }
     let address = status.pod_ips.first()?.clone();
     let ports = sandbox

@@ -59,6 +59,10 @@ pub struct RuntimeSection {
     pub runsc: PathBuf,
     /// `[runtime.ksm]`: kernel same-page merging for `memorySharing: Merge` sandboxes.
     pub ksm: KsmSection,
+    /// Wake-on-connect starts a suspended sandbox on the local runtime directly and writes
+    /// the store behind it (docs/standalone.md, "Direct wake"). Default true; false wakes
+    /// through the store only. Read at start.
+    pub direct_wake: bool,
 }
 
 impl Default for RuntimeSection {
@@ -66,6 +70,7 @@ impl Default for RuntimeSection {
         Self {
             runsc: PathBuf::from("runsc"),
             ksm: KsmSection::default(),
+            direct_wake: true,
         }
     }
 }
@@ -163,6 +168,9 @@ mod tests {
         assert!(config.api.tls);
         assert_eq!(config.runtime.runsc, PathBuf::from("runsc"));
         assert!(config.runtime.ksm.manage);
+        assert!(config.runtime.direct_wake, "direct wake is on by default");
+        let config = UpConfig::from_toml("[runtime]\ndirect_wake = false\n").expect("valid");
+        assert!(!config.runtime.direct_wake);
         assert_eq!(config.runtime.ksm.pages_to_scan, DEFAULT_PAGES_TO_SCAN);
         assert_eq!(config.runtime.ksm.sleep_millisecs, DEFAULT_SLEEP_MILLISECS);
         assert_eq!(

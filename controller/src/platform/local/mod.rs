@@ -5,6 +5,7 @@
 mod activity;
 mod checkpoint;
 mod copy;
+mod direct;
 mod env;
 mod error;
 mod gvisor;
@@ -25,6 +26,7 @@ mod supervisor;
 mod sweep;
 
 pub use activity::ActivityView;
+pub use direct::{DirectStart, NotDirect, accepting};
 pub use error::{Error, Result};
 pub use gvisor::{INSTALL_HINT, Runsc};
 pub use ksm::{

@@ -2,7 +2,7 @@
 //! supervised processes (see [`super::Workload`]), volumes are directories, and a sandbox's
 //! headless Service is a record only (there is no cluster DNS; the proxy dials the endpoint).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -68,13 +68,13 @@ impl LocalConfig {
 /// The local platform; cheap to clone (all clones share the same workloads).
 #[derive(Clone)]
 pub struct LocalPlatform {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     config: LocalConfig,
-    layout: Layout,
-    state: Mutex<State>,
+    pub(super) layout: Layout,
+    pub(super) state: Mutex<State>,
     changes_tx: mpsc::Sender<ObjectKey>,
     changes_rx: Mutex<Option<mpsc::Receiver<ObjectKey>>>,
     activity: OnceLock<Arc<dyn ActivityView>>,
@@ -83,21 +83,48 @@ struct Inner {
 }
 
 #[derive(Default)]
-struct State {
-    workloads: HashMap<ObjectKey, Entry>,
+pub(super) struct State {
+    pub(super) workloads: HashMap<ObjectKey, Entry>,
     services: HashMap<ObjectKey, String>,
+    /// Sandboxes whose workload the reconciler is starting (outside the lock).
+    pub(super) starting: HashSet<ObjectKey>,
+    /// Sandboxes being woken directly whose store write is not answered yet (see
+    /// [`super::direct`]): the driver leaves them alone meanwhile.
+    pub(super) direct: HashMap<ObjectKey, Woken>,
+}
+
+/// The suspended sandbox a direct wake started a workload for: a `Suspended` view of it at
+/// this generation or before is older than the wake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Woken {
+    /// `metadata.uid`.
+    pub(super) uid: String,
+    /// `metadata.generation` as read suspended.
+    pub(super) generation: i64,
+}
+
+impl Woken {
+    /// Whether `sandbox` is a view of the woken sandbox from before the wake (suspended, at
+    /// the woken generation or older).
+    pub(super) fn predates(&self, sandbox: &Sandbox) -> bool {
+        sandbox.metadata.uid.as_deref() == Some(self.uid.as_str())
+            && sandbox.metadata.generation.unwrap_or(0) <= self.generation
+            && sandbox.spec.effective_operating_mode() == OperatingMode::Suspended
+    }
 }
 
 /// A workload and what the platform knows about it beyond its supervisor.
-struct Entry {
-    name: String,
-    workload: Workload,
-    started: Timestamp,
-    stopping: bool,
+pub(super) struct Entry {
+    pub(super) name: String,
+    pub(super) workload: Workload,
+    pub(super) started: Timestamp,
+    pub(super) stopping: bool,
     /// The declared ports, for their names.
-    ports: Vec<PortSpec>,
+    pub(super) ports: Vec<PortSpec>,
     /// The pod template hash it was started from.
-    template_hash: String,
+    pub(super) template_hash: String,
+    /// Set when a direct wake started it.
+    pub(super) woken: Option<Woken>,
 }
 
 impl std::fmt::Debug for LocalPlatform {
@@ -261,7 +288,7 @@ impl LocalPlatform {
         futures::future::join_all(entries.into_iter().map(|e| e.workload.stop())).await;
     }
 
-    fn notifier(&self) -> Notify {
+    pub(super) fn notifier(&self) -> Notify {
         let tx = self.inner.changes_tx.clone();
         Arc::new(move |key: &ObjectKey| {
             if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(key.clone()) {
@@ -333,10 +360,14 @@ impl LocalPlatform {
         }
     }
 
-    async fn create_workload(&self, sandbox: &Sandbox, spec: &sandbox::WorkloadSpec) -> Result<()> {
-        let key = ObjectKey::of(sandbox);
-        let what = || format!("create workload {key}");
-        let mut launch = LaunchSpec::from_pod(&spec.spec).map_err(|e| platform_error(what(), e))?;
+    /// The launch of a sandbox's workload and the runsc to run it with (gVisor): the spec,
+    /// KSM for Merge, a fork's seeding.
+    pub(super) async fn launch_for(
+        &self,
+        sandbox: &Sandbox,
+        spec: &sandbox::WorkloadSpec,
+    ) -> Result<(LaunchSpec, Option<Runsc>), Error> {
+        let mut launch = LaunchSpec::from_pod(&spec.spec)?;
         launch.checkpoint = checkpoints(sandbox);
         if launch.runtime == super::RuntimeKind::Process
             && sandbox.spec.effective_memory_sharing() == MemorySharing::Merge
@@ -348,50 +379,68 @@ impl LocalPlatform {
             launch.merge_exec = Some(trampoline.clone());
         }
         // A fork starts from its snapshot: volumes copied, memory image pending.
-        self.seed_fork(sandbox, &mut launch)
-            .await
-            .map_err(|e| platform_error(what(), e))?;
+        self.seed_fork(sandbox, &mut launch).await?;
         let runsc = match launch.runtime {
-            super::RuntimeKind::Gvisor => Some(
-                Runsc::locate(&self.inner.config.runsc, &self.inner.layout)
-                    .map_err(|e| platform_error(what(), e))?,
-            ),
+            super::RuntimeKind::Gvisor => {
+                Some(Runsc::locate(&self.inner.config.runsc, &self.inner.layout)?)
+            }
             super::RuntimeKind::Process => None,
         };
-        let ports = launch.ports.clone();
-        let exists = |state: &State| {
-            state
-                .workloads
-                .get(&key)
-                .filter(|e| e.workload.status().phase != WorkloadPhase::Stopped)
-                .map(|e| e.name.clone())
-        };
-        if let Some(name) = exists(&lock(&self.inner.state)) {
-            return Err(PlatformError::Conflict {
-                what: what(),
-                message: format!("workload {name} exists"),
-            });
-        }
-        // Started outside the lock (it touches the file system); the driver never reconciles
-        // one sandbox twice at a time, so nothing else creates this key meanwhile.
-        let workload = Workload::start_with(
+        Ok((launch, runsc))
+    }
+
+    /// Starts a workload (its supervisor) for `key`; the caller reserved the key.
+    pub(super) fn start_workload(
+        &self,
+        key: &ObjectKey,
+        launch: LaunchSpec,
+        runsc: Option<&Runsc>,
+    ) -> Result<Workload, Error> {
+        Workload::start_with(
             &self.inner.layout,
-            runsc.as_ref(),
+            runsc,
             key.clone(),
             launch,
             self.notifier(),
             self.inner.quiesce.get().cloned(),
         )
-        .map_err(|e| platform_error(what(), e))?;
-        let mut state = lock(&self.inner.state);
-        if let Some(name) = exists(&state) {
-            drop(state);
-            workload.begin_stop();
-            return Err(PlatformError::Conflict {
-                what: what(),
-                message: format!("workload {name} was created concurrently"),
-            });
+    }
+
+    async fn create_workload(&self, sandbox: &Sandbox, spec: &sandbox::WorkloadSpec) -> Result<()> {
+        let key = ObjectKey::of(sandbox);
+        let what = || format!("create workload {key}");
+        let (launch, runsc) = self
+            .launch_for(sandbox, spec)
+            .await
+            .map_err(|e| platform_error(what(), e))?;
+        let ports = launch.ports.clone();
+        {
+            let mut state = lock(&self.inner.state);
+            if let Some(name) = running_name(&state, &key) {
+                return Err(PlatformError::Conflict {
+                    what: what(),
+                    message: format!("workload {name} exists"),
+                });
+            }
+            if state.direct.contains_key(&key) {
+                // A direct wake is starting it: that workload is the sandbox's (the next
+                // reconcile, once the wake's write is answered, observes it).
+                tracing::debug!(sandbox.key = %key, "a direct wake starts the workload");
+                return Ok(());
+            }
+            if !state.starting.insert(key.clone()) {
+                return Err(PlatformError::Conflict {
+                    what: what(),
+                    message: "the workload is being created".to_owned(),
+                });
+            }
         }
+        // Started outside the lock (it touches the file system); the reservation above keeps
+        // a direct wake from starting another meanwhile.
+        let started = self.start_workload(&key, launch, runsc.as_ref());
+        let mut state = lock(&self.inner.state);
+        state.starting.remove(&key);
+        let workload = started.map_err(|e| platform_error(what(), e))?;
         tracing::info!(sandbox.key = %key, "workload created");
         state.workloads.insert(
             key,
@@ -402,6 +451,7 @@ impl LocalPlatform {
                 stopping: false,
                 ports,
                 template_hash: spec.template_hash.clone(),
+                woken: None,
             },
         );
         Ok(())
@@ -449,6 +499,12 @@ impl Platform for LocalPlatform {
             }
             Action::CreateWorkload(spec) => self.create_workload(sandbox, spec).await,
             Action::DeleteWorkload { .. } => {
+                if self.woken_after(&key, sandbox) {
+                    // A reconcile that read the sandbox before its direct wake was written:
+                    // the workload is wanted.
+                    tracing::debug!(sandbox.key = %key, "keeping a directly woken workload");
+                    return Ok(());
+                }
                 let suspending =
                     sandbox.spec.effective_operating_mode() == OperatingMode::Suspended;
                 self.stop_workload_by(&key, suspending && checkpoints(sandbox));
@@ -489,7 +545,7 @@ impl Snapshotter for LocalPlatform {
 }
 
 /// Whether the sandbox suspends by checkpoint.
-fn checkpoints(sandbox: &Sandbox) -> bool {
+pub(super) fn checkpoints(sandbox: &Sandbox) -> bool {
     sandbox
         .spec
         .suspension
@@ -563,7 +619,16 @@ fn platform_error(what: String, error: Error) -> PlatformError {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// The name of `key`'s workload unless it has none or it stopped.
+fn running_name(state: &State, key: &ObjectKey) -> Option<String> {
+    state
+        .workloads
+        .get(key)
+        .filter(|e| e.workload.status().phase != WorkloadPhase::Stopped)
+        .map(|e| e.name.clone())
+}
+
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves plain data that is still consistent per field.
     mutex
         .lock()
