@@ -66,6 +66,13 @@ struct Cli {
     /// and 2 workers, nginx as the backend); needs `wrk` and `nginx` installed.
     #[arg(long, default_value_t = false)]
     wrk: bool,
+    /// proxy: serve Rouse alone in front of an nginx backend until stdin closes, for
+    /// profilers (perf, callgrind) driven by wrk; prints the address.
+    #[arg(long, default_value_t = false)]
+    serve: bool,
+    /// proxy --serve: the proxy's worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
     /// proxy: milliseconds of each splice throughput run.
     #[arg(long, default_value_t = 3000)]
     stream_ms: u64,
@@ -185,6 +192,10 @@ fn main() -> anyhow::Result<()> {
             continue;
         }
         let (subject, baseline) = match scenario {
+            Scenario::Proxy if cli.serve => {
+                proxy::serve(cli.workers)?;
+                continue;
+            }
             Scenario::Proxy => {
                 let run = if cli.wrk { proxy::run_wrk } else { proxy::run };
                 run(proxy::Options {

@@ -112,8 +112,9 @@ impl ConnectionGuard {
         kind: ConnKind,
     ) -> Self {
         activity.opened.fetch_add(1, Ordering::AcqRel);
+        // No `touch` here: while the connection is open `last_activity` is "now", and its
+        // close touches before the count drops, so a time stored now would never be read.
         activity.open.fetch_add(1, Ordering::AcqRel);
-        activity.touch();
         activity.dirty.store(true, Ordering::Release);
         m::hot::CONNECTIONS_OPEN_BY_KIND[kind.index()].increment(1.0);
         let guard = Self {

@@ -22,6 +22,7 @@ pub mod l4;
 pub mod l7;
 pub mod limits;
 pub mod metrics;
+mod on_wake;
 pub mod quiesce;
 pub mod reporter;
 pub mod route;

@@ -146,23 +146,32 @@ impl<T> IdleTimeout<T> {
     }
 
     /// True once the limit passed since the last byte; re-arms the timer otherwise.
+    ///
+    /// While bytes keep moving the timer stays at its earlier deadline and is moved only when
+    /// it fires (or the limit shrinks below it): one timer update per idle period instead of
+    /// one per read, which on a keep-alive connection is one per request.
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        loop {
+        // Bounded: each turn either returns or moves the deadline to `due`, after which the
+        // timer fires only once `due` passed, which returns.
+        for _ in 0..3 {
             // Without a limit, nothing to arm; a limit set later is seen at the next poll.
             let Some(limit) = self.control.get() else {
                 return false;
             };
             let due = self.last + limit;
-            if Instant::now() >= due {
-                return true;
-            }
-            if self.sleep.deadline() != due {
+            if self.sleep.deadline() > due {
                 self.sleep.as_mut().reset(due);
             }
             if self.sleep.as_mut().poll(cx).is_pending() {
                 return false;
             }
+            if Instant::now() >= due {
+                return true;
+            }
+            // Fired at an earlier deadline, but bytes moved since: wait for the new one.
+            self.sleep.as_mut().reset(due);
         }
+        false
     }
 }
 
@@ -240,5 +249,39 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Bytes every 200 ms keep a stream with a 300 ms limit open well past the limit (the
+    /// timer is moved when it fires, not per read); 300 ms of silence then end it.
+    #[tokio::test(start_paused = true)]
+    async fn traffic_keeps_the_stream_and_silence_ends_it() {
+        let (client, server) = tokio::io::duplex(64);
+        let control = IdleControl::new(Some(Duration::from_millis(300)));
+        let mut stream = IdleTimeout::new(server, control);
+        let mut client = client;
+        let started = Instant::now();
+        let mut byte = [0_u8; 1];
+        for _ in 0..10 {
+            let (read, ()) = tokio::join!(stream.read(&mut byte), async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                client.write_all(b"x").await.expect("write");
+            });
+            assert_eq!(read.expect("traffic keeps the stream"), 1);
+        }
+        assert!(started.elapsed() >= Duration::from_secs(2));
+        let quiet = Instant::now();
+        let err = stream.read(&mut byte).await.expect_err("silence ends it");
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        let waited = quiet.elapsed();
+        assert!(
+            waited >= Duration::from_millis(300) && waited < Duration::from_millis(400),
+            "{waited:?}"
+        );
     }
 }

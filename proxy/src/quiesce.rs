@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::directory::SandboxKey;
+use crate::on_wake::OnWake;
 
 /// Per-sandbox quiesce state, created on first use.
 #[derive(Debug)]
@@ -67,7 +68,7 @@ impl Quiescer {
         entry.open.send_modify(|n| *n += 1);
         QuiesceStream {
             inner: stream,
-            cancelled: Box::pin(token.cancelled_owned()),
+            cancelled: OnWake::new(token.cancelled_owned()),
             reset: false,
             entry,
         }
@@ -118,7 +119,8 @@ impl Quiescer {
 /// An upstream TCP stream that a quiesce of its sandbox resets.
 pub struct QuiesceStream {
     inner: TcpStream,
-    cancelled: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// Polled only when the token woke the stream's task, not on every read and write.
+    cancelled: OnWake<WaitForCancellationFutureOwned>,
     reset: bool,
     entry: Arc<Entry>,
 }
@@ -141,7 +143,7 @@ impl QuiesceStream {
     /// `Err` once the sandbox was quiesced: the socket is set to reset on close, which its
     /// owner does on this error.
     fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        if !self.reset && self.cancelled.as_mut().poll(cx).is_pending() {
+        if !self.reset && Pin::new(&mut self.cancelled).poll(cx).is_pending() {
             return Ok(());
         }
         if !self.reset {

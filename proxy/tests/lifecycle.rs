@@ -43,6 +43,73 @@ async fn admin_serves_health_readiness_and_metrics() {
     proxy.shutdown().await;
 }
 
+/// The status of `GET /` to `host`, sent on an open client connection.
+async fn status_on(
+    sender: &mut hyper::client::conn::http1::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+    host: &str,
+) -> StatusCode {
+    use http_body_util::BodyExt;
+
+    sender.ready().await.expect("client connection ready");
+    let req = http::Request::get("/")
+        .header("host", host)
+        .body(http_body_util::Empty::new())
+        .expect("request");
+    let response = sender.send_request(req).await.expect("response");
+    let status = response.status();
+    response.into_body().collect().await.expect("body");
+    status
+}
+
+/// A keep-alive connection reuses its last route only while the config and the routing
+/// table's slots stay: after a reload its host is resolved under the new domains, and a
+/// sandbox that left the table (and came back) is looked up again.
+#[tokio::test]
+async fn a_kept_client_connection_follows_reloads_and_route_changes() {
+    let backend = Backend::start().await;
+    let directory = TestDirectory::new();
+    directory.running("alice", backend.addr);
+    let proxy = start(config(""), &directory).await;
+    let http = proxy.addrs().http.expect("http listener");
+    let stream = TcpStream::connect(http).await.expect("connect proxy");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .expect("handshake");
+    let driver = tokio::spawn(conn);
+    assert_eq!(status_on(&mut sender, &host("alice")).await, StatusCode::OK);
+
+    let mut new = (*proxy.config()).clone();
+    new.routing.domains = vec!["apps.test".to_owned()];
+    proxy.reload(new).expect("valid reload");
+    let moved = "alice.default.apps.test";
+    assert_eq!(
+        status_on(&mut sender, &host("alice")).await,
+        StatusCode::NOT_FOUND,
+        "the old domain is gone"
+    );
+    assert_eq!(status_on(&mut sender, moved).await, StatusCode::OK);
+
+    let key = SandboxKey::new("default", "alice");
+    directory.set("alice", RouteState::Missing);
+    wait_for("alice to leave the table", || {
+        let gone = proxy.router().route_state(&key).is_none();
+        async move { gone }
+    })
+    .await;
+    assert_eq!(status_on(&mut sender, moved).await, StatusCode::NOT_FOUND);
+    directory.running("alice", backend.addr);
+    wait_for("alice to come back", || {
+        let back = proxy.router().route_state(&key).is_some();
+        async move { back }
+    })
+    .await;
+    assert_eq!(status_on(&mut sender, moved).await, StatusCode::OK);
+    drop(sender);
+    driver.abort();
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn reload_swaps_the_config_and_a_bad_file_keeps_the_old_one() {
     let backend = Backend::start().await;

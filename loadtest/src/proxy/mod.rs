@@ -15,6 +15,7 @@ mod held;
 mod loadgen;
 mod nginx;
 mod rouse;
+mod serve;
 pub mod splice;
 mod system;
 mod wrk;
@@ -29,6 +30,7 @@ use tokio::net::TcpStream;
 
 pub use held::{HELD_SERVER_ENV, HeldKind, HeldResult, serve_held_child};
 use loadgen::LoadResult;
+pub use serve::run as serve;
 pub use wrk::run as run_wrk;
 
 /// Knobs of the proxy benchmark.

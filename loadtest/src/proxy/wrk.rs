@@ -22,7 +22,7 @@ const ROUSE_WORKERS: [usize; 3] = [1, 2, 4];
 /// nginx worker counts measured.
 const NGINX_WORKERS: [usize; 2] = [1, 2];
 /// The host every request names (the benchmark sandbox `default/app`).
-const HOST: &str = "app.default.sandbox.localhost";
+pub(super) const HOST: &str = "app.default.sandbox.localhost";
 
 /// One wrk run's result.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +39,8 @@ fn find_wrk() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-fn free_addr() -> anyhow::Result<SocketAddr> {
+/// A free loopback address.
+pub(super) fn free_addr() -> anyhow::Result<SocketAddr> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 

@@ -25,7 +25,7 @@ impl Scheme {
 }
 
 /// Headers that describe one hop, never forwarded.
-const HOP_BY_HOP: [HeaderName; 8] = [
+static HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     header::PROXY_AUTHENTICATE,
@@ -64,23 +64,80 @@ pub fn upgrade_protocol(headers: &HeaderMap) -> Option<HeaderValue> {
         .flatten()
 }
 
+/// The names of [`HOP_BY_HOP`] and `Proxy-Connection`, as text.
+const HOP_NAMES: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-connection",
+];
+
+/// Position of a hop-by-hop header in [`HOP_BY_HOP`] (`Proxy-Connection` after it): one
+/// match on the (lower-case) name instead of a comparison with each.
+fn hop_index(name: &str) -> Option<usize> {
+    let i = match name {
+        "connection" => 0,
+        "keep-alive" => 1,
+        "proxy-authenticate" => 2,
+        "proxy-authorization" => 3,
+        "te" => 4,
+        "trailer" => 5,
+        "transfer-encoding" => 6,
+        "upgrade" => 7,
+        "proxy-connection" => 8,
+        _ => return None,
+    };
+    Some(i)
+}
+
 /// Removes hop-by-hop headers, including those the `Connection` header names; with
 /// `keep_upgrade`, puts back `Connection: upgrade` and the `Upgrade` value.
+///
+/// One pass over the header names finds which are present, so a message without hop-by-hop
+/// headers (most of them) costs no lookup, and only present ones are removed.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: Option<HeaderValue>) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
+    let mut present = 0_u16;
+    for name in headers.keys() {
+        if let Some(i) = hop_index(name.as_str()) {
+            present |= 1 << i;
+        }
     }
-    for name in &HOP_BY_HOP {
-        headers.remove(name);
+    if present != 0 {
+        let mut named: Vec<HeaderName> = Vec::new();
+        if present & 1 != 0 {
+            for value in &headers.get_all(header::CONNECTION) {
+                let Ok(text) = value.to_str() else {
+                    continue;
+                };
+                for token in text.split(',').map(str::trim_ascii) {
+                    // Options naming a listed header (`keep-alive`, the usual one) are
+                    // removed below anyway: no name to make for them.
+                    if HOP_NAMES.iter().any(|n| token.eq_ignore_ascii_case(n)) {
+                        continue;
+                    }
+                    if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
+                        named.push(name);
+                    }
+                }
+            }
+        }
+        for name in named {
+            headers.remove(name);
+        }
+        for (i, name) in HOP_BY_HOP.iter().enumerate() {
+            if present & (1 << i) != 0 {
+                headers.remove(name);
+            }
+        }
+        if present & (1 << HOP_BY_HOP.len()) != 0 {
+            headers.remove(PROXY_CONNECTION);
+        }
     }
-    headers.remove(PROXY_CONNECTION);
     if let Some(protocol) = keep_upgrade {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         headers.insert(header::UPGRADE, protocol);
@@ -89,6 +146,40 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: Option<HeaderValu
 
 /// Appends the client to `X-Forwarded-For` and sets `X-Forwarded-Proto` and `-Host`.
 pub fn set_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &str, host: &str) {
+    append_forwarded_for(headers, client);
+    headers.insert(X_FORWARDED_PROTO, proto_value(proto));
+    if let Ok(value) = HeaderValue::from_str(host) {
+        headers.insert(X_FORWARDED_HOST, value);
+    }
+}
+
+/// [`set_forwarded`] with the values made already: `client_value` is `client` as a header
+/// value (made once per connection), `host` the request's host.
+pub(crate) fn set_forwarded_values(
+    headers: &mut HeaderMap,
+    client_value: &HeaderValue,
+    client: IpAddr,
+    proto: &str,
+    host: &HeaderValue,
+) {
+    // Room for the three at once: one growth of the table instead of one per insert.
+    headers.reserve(3);
+    if headers.contains_key(&X_FORWARDED_FOR) {
+        append_forwarded_for(headers, client);
+    } else {
+        headers.insert(X_FORWARDED_FOR, client_value.clone());
+    }
+    headers.insert(X_FORWARDED_PROTO, proto_value(proto));
+    headers.insert(X_FORWARDED_HOST, host.clone());
+}
+
+/// `X-Forwarded-Proto`'s value for `proto`.
+fn proto_value(proto: &str) -> HeaderValue {
+    HeaderValue::from_static(if proto == "https" { "https" } else { "http" })
+}
+
+/// Appends `client` to the `X-Forwarded-For` values (joined into one).
+fn append_forwarded_for(headers: &mut HeaderMap, client: IpAddr) {
     let prior = headers
         .get_all(&X_FORWARDED_FOR)
         .iter()
@@ -102,13 +193,6 @@ pub fn set_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &str, host:
     };
     if let Ok(value) = HeaderValue::from_str(&value) {
         headers.insert(X_FORWARDED_FOR, value);
-    }
-    headers.insert(
-        X_FORWARDED_PROTO,
-        HeaderValue::from_static(if proto == "https" { "https" } else { "http" }),
-    );
-    if let Ok(value) = HeaderValue::from_str(host) {
-        headers.insert(X_FORWARDED_HOST, value);
     }
 }
 
@@ -127,6 +211,31 @@ mod tests {
         headers.insert("x-private", HeaderValue::from_static("1"));
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
         headers.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
+        headers.insert("x-kept", HeaderValue::from_static("1"));
+        strip_hop_by_hop(&mut headers, None);
+        assert_eq!(headers.len(), 1, "{headers:?}");
+        assert!(headers.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn every_hop_by_hop_header_is_named_in_both_lists() {
+        for (i, name) in HOP_BY_HOP.iter().chain([&PROXY_CONNECTION]).enumerate() {
+            assert_eq!(hop_index(name.as_str()), Some(i), "{name}");
+            assert_eq!(HOP_NAMES[i], name.as_str());
+        }
+        assert_eq!(hop_index("x-kept"), None);
+    }
+
+    #[test]
+    fn connection_options_naming_standard_hop_headers_remove_them_once() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("Keep-Alive, TE, Close"),
+        );
+        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+        headers.insert("close", HeaderValue::from_static("1"));
         headers.insert("x-kept", HeaderValue::from_static("1"));
         strip_hop_by_hop(&mut headers, None);
         assert_eq!(headers.len(), 1, "{headers:?}");

@@ -3,6 +3,7 @@
 
 pub(crate) mod body;
 pub(crate) mod client;
+mod conn_state;
 mod connect;
 mod h2_upstream;
 pub mod headers;
@@ -101,26 +102,26 @@ async fn serve<IO>(
     let drain = router.drain_signal();
     let hard_stop = router.hard_stop();
     let svc_router = router.clone();
-    let sticky = Arc::new(sticky::StickyUpstream::default());
+    let state = Arc::new(conn_state::ConnState::new(peer, scheme, idle));
     if let Some(permit) = handover.release {
-        sticky.hold_release(permit);
+        state.sticky.hold_release(permit);
     }
     let first_rate_checked = AtomicBool::new(handover.rate_checked);
     let service = service_fn(move |req| {
         let conn = service::ConnInfo {
-            peer,
-            scheme,
-            idle: idle.clone(),
-            sticky: Arc::clone(&sticky),
+            state: Arc::clone(&state),
             rate_checked: first_rate_checked.swap(false, Ordering::Relaxed),
         };
         service::handle(svc_router.clone(), Arc::clone(&client), req, conn)
     });
     let conn = builder.serve_connection_with_upgrades(io, service);
     tokio::pin!(conn);
+    // Polled only when the drain signal itself wakes the task, not on every socket event.
+    let mut drained = crate::on_wake::OnWake::new(drain.cancelled_owned());
     let result = tokio::select! {
+        biased;
         result = conn.as_mut() => result,
-        () = drain.cancelled() => {
+        () = &mut drained => {
             conn.as_mut().graceful_shutdown();
             tokio::select! {
                 result = conn.as_mut() => result,

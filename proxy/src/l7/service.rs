@@ -3,18 +3,19 @@
 //! bodies, hop-by-hop rules, `X-Forwarded-*`), account (activity, `requests_total{code}`).
 
 use std::error::Error as StdError;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::header::{self, HeaderValue};
+use http::uri::PathAndQuery;
 use http::{Method, Request, Response, Version};
 use http_body_util::{BodyExt, Either};
 use hyper::body::Incoming;
 
 use super::body::{CountingBody, Direction};
 use super::client::{self, UpstreamClient};
+use super::conn_state::ConnState;
 use super::h2_upstream;
-use super::headers::{self, Scheme, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
+use super::headers::{self, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
 use super::response::{self, ProxyBody};
 use super::router_headers::{self, RequestBound};
 use super::sticky::{StickyError, StickyUpstream};
@@ -23,20 +24,13 @@ use crate::activity::ConnectionGuard;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
 use crate::kind::ConnKind;
-use crate::limits::IdleControl;
 use crate::metrics as m;
 use crate::route::{RouteTarget, Router};
 
 /// What a request's service knows of its client connection.
 pub(crate) struct ConnInfo {
-    /// The client's address.
-    pub(crate) peer: SocketAddr,
-    /// How the client reached the proxy.
-    pub(crate) scheme: Scheme,
-    /// The connection's idle limit, switched when the connection is upgraded.
-    pub(crate) idle: IdleControl,
-    /// The upstream connection its HTTP/1.1 requests reuse.
-    pub(crate) sticky: Arc<StickyUpstream>,
+    /// What the connection's requests share.
+    pub(crate) state: Arc<ConnState>,
     /// The request's per-IP rate limit was counted already (a compactly held first request).
     pub(crate) rate_checked: bool,
 }
@@ -50,13 +44,15 @@ pub(crate) async fn handle(
 ) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     let response = if req.method() == Method::CONNECT {
         // A CONNECT tunnel is an upgraded stream: its own idle limit applies.
-        conn.idle.set(router.config().limits.upgraded_idle_timeout);
-        connect::handle(router, req, conn.peer).await
+        conn.state
+            .idle
+            .set(router.config().limits.upgraded_idle_timeout);
+        connect::handle(router, req, conn.state.peer).await
     } else {
         let result = proxy(&router, &client, req, &conn).await;
         // A compactly held request that dialled no connection of its own (pooled, upgrade,
         // refused) gives its place in the release semaphore back now.
-        conn.sticky.end_release();
+        conn.state.sticky.end_release();
         match result {
             Ok(response) => response,
             Err(err) => {
@@ -75,26 +71,33 @@ async fn proxy(
     mut req: Request<Incoming>,
     conn: &ConnInfo,
 ) -> Result<Response<ProxyBody>, ProxyError> {
-    let (peer, scheme) = (conn.peer, conn.scheme);
+    let state = &*conn.state;
+    let (peer, scheme) = (state.peer, state.scheme);
+    // The config in force, read once for the whole request.
+    let snapshot = router.snapshot();
+    let config = &snapshot.config;
     if !conn.rate_checked {
-        router.check_rate(peer.ip())?;
+        router.check_rate_under(config, peer.ip())?;
     }
-    let host = request_host(&req)?;
-    let target = target_of(router, req.headers(), &host)?;
-    let bound = router
-        .config()
+    let (host, host_from_uri) = request_host(&req)?;
+    let host_text = host.to_str().map_err(|_| not_ascii())?;
+    let by_headers = config.routing.upstream_headers && req.headers().contains_key(&X_SANDBOX_ID);
+    let target = if by_headers {
+        Arc::new(target_of(router, req.headers(), host_text)?)
+    } else {
+        state.target_by_host(&snapshot, &host, host_text)?
+    };
+    let bound = config
         .routing
         .upstream_headers
         .then(|| RequestBound::of(req.headers()))
         .flatten();
     router.wait_synced().await;
-    let guard =
-        router
-            .guard(&target.key, ConnKind::Http)
-            .ok_or_else(|| ProxyError::UnknownSandbox {
-                key: target.key.clone(),
-            })?;
-    let guard = Arc::new(guard);
+    let unknown = || ProxyError::UnknownSandbox {
+        key: target.key.clone(),
+    };
+    let slot = state.slot(router, &target).ok_or_else(unknown)?;
+    let guard = Arc::new(router.guard_of(&slot, ConnKind::Http));
     let upgrade = if req.version() == Version::HTTP_11 {
         headers::upgrade_protocol(req.headers())
     } else {
@@ -102,32 +105,38 @@ async fn proxy(
     };
     // HTTP/1 clients send one request at a time: their requests reuse one upstream connection.
     // HTTP/2 clients multiplex, and upgrades take their connection away: both use the pool.
-    let sticky = (req.version() <= Version::HTTP_11 && upgrade.is_none()).then_some(&*conn.sticky);
+    let sticky = (req.version() <= Version::HTTP_11 && upgrade.is_none()).then_some(&state.sticky);
     let downstream_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
-    let h2 = h2_upstream::wanted(router.config().upstream.http2, req.version(), req.headers())
+    let h2 = h2_upstream::wanted(config.upstream.http2, req.version(), req.headers())
         .then(|| h2_upstream::accepts_trailers(req.headers()));
     if sticky.is_none() || h2.is_some() {
         // A compactly held request's place in the release semaphore serves only a dial of its
         // own upstream connection; a pooled dial that finds the sandbox not listening yet takes
         // a place of its own, which must not wait behind this one.
-        conn.sticky.end_release();
+        state.sticky.end_release();
     }
     let (mut parts, body) = req.into_parts();
     let path = parts
         .uri
         .path_and_query()
-        .map_or("/", |pq| pq.as_str())
-        .to_owned();
-    let epoch = router.slot(&target.key).map_or(0, |slot| slot.epoch());
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let epoch = slot.epoch();
     parts.uri = upstream_uri(sticky.is_some(), &target, epoch, &path)?;
     parts.version = Version::HTTP_11;
     headers::strip_hop_by_hop(&mut parts.headers, upgrade.clone());
-    headers::set_forwarded(&mut parts.headers, peer.ip(), scheme.as_str(), &host);
-    if let Ok(value) = HeaderValue::from_str(&host) {
-        parts.headers.insert(header::HOST, value);
+    headers::set_forwarded_values(
+        &mut parts.headers,
+        &state.forwarded_for,
+        peer.ip(),
+        scheme.as_str(),
+        &host,
+    );
+    if host_from_uri {
+        parts.headers.insert(header::HOST, host.clone());
     }
     if let Some(trailers) = h2 {
-        h2_upstream::prepare(&mut parts, &host, &path, trailers)?;
+        h2_upstream::prepare(&mut parts, host_text, path.as_str(), trailers)?;
     }
     let replay = (h2.is_none() && replayable(&parts.method, &body, upgrade.is_some()))
         .then(|| (parts.method.clone(), parts.headers.clone()));
@@ -144,7 +153,11 @@ async fn proxy(
         return Ok(to_client(upstream_resp, guard));
     }
     let exchange = send(router, client, sticky, &target, epoch, upstream_req);
-    let sent = router_headers::bounded(&target.key, bound, exchange).await?;
+    // Without a bound of its own the exchange is awaited here, not moved into `bounded`.
+    let sent = match bound {
+        None => exchange.await,
+        Some(_) => router_headers::bounded(&target.key, bound, exchange).await?,
+    };
     let mut upstream_resp = match (sent, replay) {
         (Ok(resp), _) => resp,
         (Err(err), Some((method, headers))) if connection_lost(&*err) => {
@@ -179,8 +192,10 @@ async fn proxy(
         };
         let protocol = upstream_resp.headers().get(header::UPGRADE).cloned();
         let upstream = hyper::upgrade::on(&mut upstream_resp);
-        conn.idle.set(router.config().limits.upgraded_idle_timeout);
-        upgrade::spawn_tunnel(router, target, downstream, upstream);
+        conn.state
+            .idle
+            .set(router.config().limits.upgraded_idle_timeout);
+        upgrade::spawn_tunnel(router, RouteTarget::clone(&target), downstream, upstream);
         let (mut parts, _) = upstream_resp.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers, protocol.or(upgrade));
         let empty = http_body_util::Empty::new()
@@ -211,12 +226,12 @@ fn upstream_uri(
     sticky: bool,
     target: &RouteTarget,
     epoch: u64,
-    path: &str,
+    path: &PathAndQuery,
 ) -> Result<http::Uri, ProxyError> {
     let uri = if sticky {
-        http::Uri::try_from(path).map_err(http::Error::from)
+        Ok(http::Uri::from(path.clone()))
     } else {
-        client::target_uri(target, epoch, path)
+        client::target_uri(target, epoch, path.as_str())
     };
     uri.map_err(|err| ProxyError::BadRequest(format!("request target: {err}")))
 }
@@ -236,12 +251,13 @@ async fn send(
     }
 }
 
-/// The request's host: the URI authority (HTTP/2, absolute-form) or the one `Host` header.
-/// Two `Host` headers or one that is not visible ASCII are a bad request (RFC 9112 §3.2),
-/// never a guess at which one to route by.
-fn request_host(req: &Request<Incoming>) -> Result<String, ProxyError> {
+/// The request's host, and whether it came from the URI: the URI authority (HTTP/2,
+/// absolute-form) or the one `Host` header. Two `Host` headers or one that is not visible
+/// ASCII are a bad request (RFC 9112 §3.2), never a guess at which one to route by.
+fn request_host(req: &Request<Incoming>) -> Result<(HeaderValue, bool), ProxyError> {
     if let Some(authority) = req.uri().authority() {
-        return Ok(authority.as_str().to_owned());
+        let value = HeaderValue::from_str(authority.as_str()).map_err(|_| not_ascii())?;
+        return Ok((value, true));
     }
     let mut hosts = req.headers().get_all(header::HOST).iter();
     let host = hosts.next().ok_or(ProxyError::NoHost)?;
@@ -250,11 +266,14 @@ fn request_host(req: &Request<Incoming>) -> Result<String, ProxyError> {
             "more than one Host header".to_owned(),
         ));
     }
-    host.to_str().map(str::to_owned).map_err(|_| {
-        ProxyError::BadRequest(
-            "the Host header is not ASCII: use the punycode (xn--) form of the name".to_owned(),
-        )
-    })
+    Ok((host.clone(), false))
+}
+
+/// A host that is not visible ASCII.
+fn not_ascii() -> ProxyError {
+    ProxyError::BadRequest(
+        "the Host header is not ASCII: use the punycode (xn--) form of the name".to_owned(),
+    )
 }
 
 /// The target of a request with these headers and host: the upstream router headers when

@@ -99,10 +99,12 @@ impl StickyUpstream {
                 }
                 // The kept connection closed before the request went out (the sandbox ended
                 // an idle keep-alive connection): send it on a new one, like a pool would.
-                Err(Unsent::Back(req)) => (self.dial(router, target).await?, req),
+                Err(Unsent::Back(req)) => (Box::pin(self.dial(router, target)).await?, req),
                 Err(Unsent::Failed(err)) => return Err(StickyError::Http(err)),
             },
-            None => (self.dial(router, target).await?, req),
+            // Boxed: hold/wake and the dial are a large future that a request on a kept
+            // connection should not carry (and copy) through its await points.
+            None => (Box::pin(self.dial(router, target)).await?, req),
         };
         match exchange(&mut upstream.sender, req).await {
             Ok(response) => {

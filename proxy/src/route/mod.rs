@@ -9,7 +9,7 @@ mod slot;
 mod table;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
@@ -46,13 +46,16 @@ pub struct Upstream {
 
 /// The config in force and what is derived from it.
 #[derive(Debug)]
-struct Snapshot {
-    config: Arc<Config>,
+pub(crate) struct Snapshot {
+    /// The config.
+    pub(crate) config: Arc<Config>,
     domains: SandboxDomains,
+    /// Counts reloads, so what was derived from an older config can be told apart.
+    pub(crate) generation: u64,
 }
 
 impl Snapshot {
-    fn new(config: Config) -> Result<Self, ConfigError> {
+    fn new(config: Config, generation: u64) -> Result<Self, ConfigError> {
         let routing = &config.routing;
         let default_ns =
             (!routing.default_namespace.is_empty()).then_some(&*routing.default_namespace);
@@ -66,6 +69,7 @@ impl Snapshot {
         Ok(Self {
             config: Arc::new(config),
             domains,
+            generation,
         })
     }
 }
@@ -82,6 +86,10 @@ struct Inner {
     hard_stop: CancellationToken,
     /// Cancelled once the directory has sent its first full list (a one-shot start barrier).
     synced: CancellationToken,
+    /// `synced` is cancelled: read on every request without the token's lock.
+    synced_flag: AtomicBool,
+    /// Reloads so far (the generation of the next snapshot).
+    reloads: AtomicU64,
     draining: AtomicBool,
     quiescer: crate::quiesce::Quiescer,
 }
@@ -105,7 +113,7 @@ impl std::fmt::Debug for Router {
 impl Router {
     /// A router for `config`, fed by `directory` once [`Router::start_updates`] runs.
     pub fn new(config: Config, directory: impl Directory) -> Result<Self, ConfigError> {
-        let snapshot = Snapshot::new(config)?;
+        let snapshot = Snapshot::new(config, 0)?;
         let reporter = Reporter::new(
             Arc::new(directory),
             snapshot.config.activity.report_interval,
@@ -121,6 +129,8 @@ impl Router {
                 drain: CancellationToken::new(),
                 hard_stop: CancellationToken::new(),
                 synced: CancellationToken::new(),
+                synced_flag: AtomicBool::new(false),
+                reloads: AtomicU64::new(0),
                 draining: AtomicBool::new(false),
                 quiescer: crate::quiesce::Quiescer::default(),
             }),
@@ -138,7 +148,8 @@ impl Router {
         Arc::clone(&self.snapshot().config)
     }
 
-    fn snapshot(&self) -> Arc<Snapshot> {
+    /// The config in force with what is derived from it; a request reads it once.
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         // Writers only swap the Arc, so a poisoned lock still holds a whole snapshot.
         Arc::clone(
             &self
@@ -152,7 +163,8 @@ impl Router {
     /// Puts a new config in force at once; connections in flight keep the values they read.
     /// Listener addresses are not rebound (see `Proxy::reload`).
     pub fn reload(&self, config: Config) -> Result<(), ConfigError> {
-        let snapshot = Arc::new(Snapshot::new(config)?);
+        let generation = self.inner.reloads.fetch_add(1, Ordering::AcqRel) + 1;
+        let snapshot = Arc::new(Snapshot::new(config, generation)?);
         self.inner
             .reporter
             .set_report_interval(snapshot.config.activity.report_interval);
@@ -167,8 +179,16 @@ impl Router {
     /// The sandbox and port a host (Host header, SNI or CONNECT authority; `:port` ignored)
     /// addresses.
     pub fn resolve_host(&self, host: &str) -> Result<RouteTarget, RouteError> {
+        Self::resolve_host_in(&self.snapshot(), host)
+    }
+
+    /// [`Router::resolve_host`] under the given snapshot.
+    pub(crate) fn resolve_host_in(
+        snapshot: &Snapshot,
+        host: &str,
+    ) -> Result<RouteTarget, RouteError> {
         let (host, _listener_port) = split_host_port(host)?;
-        let parsed = self.snapshot().domains.parse(host)?;
+        let parsed = snapshot.domains.parse(host)?;
         Ok(RouteTarget {
             key: SandboxKey::new(parsed.namespace, parsed.name),
             port: parsed.port,
@@ -207,7 +227,7 @@ impl Router {
     /// that arrives while the proxy starts must not be told that its sandbox does not exist.
     /// Returns at once after the first sync.
     pub async fn wait_synced(&self) {
-        if self.inner.synced.is_cancelled() {
+        if self.inner.synced_flag.load(Ordering::Acquire) {
             return;
         }
         let deadline = self.config().wake.deadline;
@@ -232,9 +252,14 @@ impl Router {
 
     /// Counts one request (L7) or connection (L4) from `ip` against `limits.rate_limit_per_ip`.
     pub fn check_rate(&self, ip: IpAddr) -> Result<(), ProxyError> {
+        self.check_rate_under(&self.snapshot().config, ip)
+    }
+
+    /// [`Router::check_rate`] under the given config.
+    pub(crate) fn check_rate_under(&self, config: &Config, ip: IpAddr) -> Result<(), ProxyError> {
         self.inner
             .limits
-            .check_rate(ip, self.snapshot().config.limits.rate_limit_per_ip)
+            .check_rate(ip, config.limits.rate_limit_per_ip)
     }
 
     /// True once the directory has sent its first full list and until draining starts.
@@ -276,6 +301,7 @@ impl Router {
                 match update {
                     Some(RouteUpdate::Synced) => {
                         router.inner.synced.cancel();
+                        router.inner.synced_flag.store(true, Ordering::Release);
                     }
                     Some(RouteUpdate::Set { key, state }) => {
                         let rc = router.config().wake.release_concurrency;
@@ -442,6 +468,12 @@ impl Router {
         self.inner.table.get(key)
     }
 
+    /// Changes whenever a slot enters or leaves the routing table: a slot looked up at the
+    /// same version is still the table's slot for its sandbox.
+    pub(crate) fn table_version(&self) -> u64 {
+        self.inner.table.version()
+    }
+
     /// A guard counting an open connection to a sandbox without dialing (L7 requests ride on
     /// pooled connections); `None` when the sandbox is not in the table.
     pub(crate) fn guard(&self, key: &SandboxKey, kind: ConnKind) -> Option<ConnectionGuard> {
@@ -450,7 +482,7 @@ impl Router {
     }
 
     /// A guard counting an open connection of `kind` to the slot's sandbox.
-    fn guard_of(&self, slot: &Slot, kind: ConnKind) -> ConnectionGuard {
+    pub(crate) fn guard_of(&self, slot: &Slot, kind: ConnKind) -> ConnectionGuard {
         ConnectionGuard::new(
             Arc::clone(&slot.activity),
             Arc::clone(&self.inner.reporter),

@@ -5,7 +5,7 @@
 //! holding its slot see the `Missing` state and give up.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use dashmap::DashMap;
@@ -19,12 +19,20 @@ use crate::metrics as m;
 #[derive(Debug, Default)]
 pub struct RouteTable {
     map: DashMap<SandboxKey, Arc<Slot>>,
+    /// Bumped when a slot enters or leaves the map (see [`RouteTable::version`]).
+    version: AtomicU64,
 }
 
 impl RouteTable {
     /// The slot of a sandbox.
     pub fn get(&self, key: &SandboxKey) -> Option<Arc<Slot>> {
         self.map.get(key).map(|entry| Arc::clone(entry.value()))
+    }
+
+    /// Changes whenever a slot enters or leaves the map, so a slot cached at one version is
+    /// the map's slot for its sandbox while the version stays.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
     }
 
     /// Sandboxes in the table.
@@ -41,6 +49,7 @@ impl RouteTable {
         let now = Instant::now();
         if state == RouteState::Missing {
             if let Some((_, slot)) = self.map.remove(&key) {
+                self.version.fetch_add(1, Ordering::AcqRel);
                 let suspension = slot.state.borrow().suspension;
                 slot.gate.observed(suspension, false, false, now);
                 slot.state
@@ -51,7 +60,10 @@ impl RouteTable {
         let slot = Arc::clone(
             self.map
                 .entry(key.clone())
-                .or_insert_with(|| Arc::new(Slot::new(key.clone(), release_concurrency)))
+                .or_insert_with(|| {
+                    self.version.fetch_add(1, Ordering::AcqRel);
+                    Arc::new(Slot::new(key.clone(), release_concurrency))
+                })
                 .value(),
         );
         let mut old = RouteState::Missing;
