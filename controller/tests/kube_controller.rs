@@ -5,25 +5,14 @@ mod scenarios;
 
 use std::time::Duration;
 
-use rouse_testsupport::kube::{FakeApiServer, FakeKubelet, KubeletOptions};
+use rouse_testsupport::kube::{FakeApiServer, FakeKubelet};
 use scenarios::Env;
 use scenarios::lifecycle;
 use serde_json::json;
 
 /// A fake API server with a kubelet, and the scenario environment on it.
 async fn fake() -> (FakeApiServer, FakeKubelet, Env) {
-    let server = FakeApiServer::start().await.expect("fake API server");
-    let kubelet = FakeKubelet::start(&server, KubeletOptions::default());
-    let client = server.client().expect("client");
-    let env = Env {
-        controller_client: client.clone(),
-        client,
-        namespace: "team-a".to_owned(),
-        lease_namespace: "team-a".to_owned(),
-        image: "busybox:1.36".to_owned(),
-        timeout: Duration::from_secs(30),
-    };
-    (server, kubelet, env)
+    scenarios::fake::start(Duration::from_secs(30)).await
 }
 
 #[tokio::test]

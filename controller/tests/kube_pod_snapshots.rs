@@ -7,31 +7,18 @@ mod scenarios;
 
 use std::time::Duration;
 
-use kube::Api;
-use kube::api::PostParams;
 use rouse_controller::snapshot::kube::KubeSnapshotProvider;
-use rouse_shared::api::{
-    RestoreFrom, Sandbox, SandboxSnapshot, SandboxSnapshotSpec, SnapshotPhase,
-};
+use rouse_shared::api::{RestoreFrom, Sandbox, SandboxSnapshot, SnapshotPhase};
 use rouse_shared::names::sandbox_name_hash;
-use rouse_testsupport::kube::{FakeApiServer, FakeKubelet, KubeletOptions};
+use rouse_testsupport::kube::{FakeApiServer, FakeKubelet};
+use scenarios::snapshots::{self, phase, wait_snapshot};
 use scenarios::{Env, RunningController, wait_for};
 use serde_json::{Value, json};
 
 /// A fake API server with a kubelet, the scenario environment on it, and a controller taking
 /// snapshots with the `kube-gke` provider.
 async fn fake() -> (FakeApiServer, FakeKubelet, Env, RunningController) {
-    let server = FakeApiServer::start().await.expect("fake API server");
-    let kubelet = FakeKubelet::start(&server, KubeletOptions::default());
-    let client = server.client().expect("client");
-    let env = Env {
-        controller_client: client.clone(),
-        client,
-        namespace: "team-a".to_owned(),
-        lease_namespace: "team-a".to_owned(),
-        image: "busybox:1.36".to_owned(),
-        timeout: Duration::from_secs(20),
-    };
+    let (server, kubelet, env) = scenarios::fake::start(Duration::from_secs(20)).await;
     let mut config = env.config();
     config.snapshots.provider = KubeSnapshotProvider::Gke;
     let controller = env.start(config);
@@ -39,39 +26,7 @@ async fn fake() -> (FakeApiServer, FakeKubelet, Env, RunningController) {
 }
 
 async fn create_snapshot(env: &Env, name: &str, sandbox: &str) -> SandboxSnapshot {
-    let mut snapshot = SandboxSnapshot::new(
-        name,
-        SandboxSnapshotSpec {
-            sandbox_name: sandbox.to_owned(),
-            include_memory: true,
-        },
-    );
-    snapshot.metadata.namespace = Some(env.namespace.clone());
-    Api::<SandboxSnapshot>::namespaced(env.client.clone(), &env.namespace)
-        .create(&PostParams::default(), &snapshot)
-        .await
-        .expect("create snapshot")
-}
-
-/// Waits until the snapshot's status satisfies `check`, returning it.
-async fn wait_snapshot(
-    env: &Env,
-    name: &str,
-    what: &str,
-    check: impl Fn(&SandboxSnapshot) -> bool,
-) -> SandboxSnapshot {
-    let api = Api::<SandboxSnapshot>::namespaced(env.client.clone(), &env.namespace);
-    wait_for(env.timeout, what, || async {
-        match api.get_opt(name).await {
-            Ok(Some(s)) if check(&s) => Ok(s),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await
-}
-
-fn phase(s: &SandboxSnapshot) -> Option<SnapshotPhase> {
-    s.status.as_ref().and_then(|s| s.phase)
+    snapshots::create_snapshot(env, name, sandbox, true).await
 }
 
 /// Waits until the trigger of snapshot `name` exists, returning it.

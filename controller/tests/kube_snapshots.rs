@@ -9,29 +9,20 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::DeleteParams;
 use rouse_shared::api::{
     EmbeddedObjectMetadata, PersistentVolumeClaimTemplate, RestoreFrom, Sandbox, SandboxSnapshot,
-    SandboxSnapshotSpec, SnapshotPhase,
+    SnapshotPhase,
 };
 use rouse_testsupport::kube::{FakeApiServer, FakeKubelet, KubeletOptions};
+use scenarios::snapshots;
 use scenarios::{Env, RunningController, wait_for};
 use serde_json::{Value, json};
 
 /// A fake API server with a kubelet, the scenario environment on it, and a controller whose
 /// VolumeSnapshots use class `fast`.
 async fn fake() -> (FakeApiServer, FakeKubelet, Env, RunningController) {
-    let server = FakeApiServer::start().await.expect("fake API server");
-    let kubelet = FakeKubelet::start(&server, KubeletOptions::default());
-    let client = server.client().expect("client");
-    let env = Env {
-        controller_client: client.clone(),
-        client,
-        namespace: "team-a".to_owned(),
-        lease_namespace: "team-a".to_owned(),
-        image: "busybox:1.36".to_owned(),
-        timeout: Duration::from_secs(20),
-    };
+    let (server, kubelet, env) = scenarios::fake::start(Duration::from_secs(20)).await;
     let mut config = env.config();
     config.snapshots.volume_snapshot_class = Some("fast".to_owned());
     let controller = env.start(config);
@@ -58,34 +49,13 @@ fn sandbox(env: &Env, name: &str, cache: bool) -> Sandbox {
 }
 
 async fn create_snapshot(env: &Env, name: &str, sandbox: &str) -> SandboxSnapshot {
-    let mut snapshot = SandboxSnapshot::new(
-        name,
-        SandboxSnapshotSpec {
-            sandbox_name: sandbox.to_owned(),
-            include_memory: true,
-        },
-    );
-    snapshot.metadata.namespace = Some(env.namespace.clone());
-    Api::<SandboxSnapshot>::namespaced(env.client.clone(), &env.namespace)
-        .create(&PostParams::default(), &snapshot)
-        .await
-        .expect("create snapshot")
+    snapshots::create_snapshot(env, name, sandbox, true).await
 }
 
 /// Waits until the snapshot reaches `phase`, returning it.
 async fn wait_phase(env: &Env, name: &str, phase: SnapshotPhase) -> SandboxSnapshot {
-    let api = Api::<SandboxSnapshot>::namespaced(env.client.clone(), &env.namespace);
-    wait_for(
-        env.timeout,
-        &format!("snapshot {name} {phase:?}"),
-        || async {
-            match api.get_opt(name).await {
-                Ok(Some(s)) if s.status.as_ref().and_then(|s| s.phase) == Some(phase) => Ok(s),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await
+    let what = format!("snapshot {name} {phase:?}");
+    snapshots::wait_snapshot(env, name, &what, |s| snapshots::phase(s) == Some(phase)).await
 }
 
 /// Waits until `count` VolumeSnapshots exist, returning them by name.

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod env;
+pub mod fake;
 pub mod lifecycle;
 pub mod snapshots;
 

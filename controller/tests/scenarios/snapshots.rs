@@ -11,6 +11,49 @@ use serde_json::json;
 
 use super::env::{Env, sandbox, wait_for};
 
+/// Creates SandboxSnapshot `name` of `sandbox` in the scenario's namespace.
+pub async fn create_snapshot(
+    env: &Env,
+    name: &str,
+    sandbox: &str,
+    include_memory: bool,
+) -> SandboxSnapshot {
+    let mut snapshot = SandboxSnapshot::new(
+        name,
+        SandboxSnapshotSpec {
+            sandbox_name: sandbox.to_owned(),
+            include_memory,
+        },
+    );
+    snapshot.metadata.namespace = Some(env.namespace.clone());
+    Api::<SandboxSnapshot>::namespaced(env.client.clone(), &env.namespace)
+        .create(&PostParams::default(), &snapshot)
+        .await
+        .expect("create snapshot")
+}
+
+/// Waits until snapshot `name` satisfies `check` (`what` names it in a timeout), returning it.
+pub async fn wait_snapshot(
+    env: &Env,
+    name: &str,
+    what: &str,
+    check: impl Fn(&SandboxSnapshot) -> bool,
+) -> SandboxSnapshot {
+    let api = Api::<SandboxSnapshot>::namespaced(env.client.clone(), &env.namespace);
+    wait_for(env.timeout, what, || async {
+        match api.get_opt(name).await {
+            Ok(Some(s)) if check(&s) => Ok(s),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+}
+
+/// The snapshot's phase, if it has one yet.
+pub fn phase(snapshot: &SandboxSnapshot) -> Option<SnapshotPhase> {
+    snapshot.status.as_ref().and_then(|s| s.phase)
+}
+
 fn volume_snapshots(env: &Env) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshot"),
@@ -36,18 +79,7 @@ pub async fn csi_snapshot_and_fork(env: &Env) {
 
     env.create(&sandbox(env, "ivy")).await;
     env.wait_ready("ivy", "True", "DependenciesReady").await;
-    let mut snapshot = SandboxSnapshot::new(
-        "monday",
-        SandboxSnapshotSpec {
-            sandbox_name: "ivy".to_owned(),
-            include_memory: false,
-        },
-    );
-    snapshot.metadata.namespace = Some(env.namespace.clone());
-    let snapshot = snapshots
-        .create(&PostParams::default(), &snapshot)
-        .await
-        .expect("create snapshot");
+    let snapshot = create_snapshot(env, "monday", "ivy", false).await;
     let api = volume_snapshots(env);
     let made = wait_for(env.timeout, "VolumeSnapshot data-monday", || async {
         api.get_opt("data-monday").await.ok().flatten().ok_or(())
