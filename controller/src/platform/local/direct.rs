@@ -182,18 +182,9 @@ impl LocalPlatform {
                 .collect(),
         };
         tracing::info!(sandbox.key = %key, "workload started by a direct wake");
-        lock(&self.inner.state).workloads.insert(
-            key,
-            Entry {
-                name: spec.name.clone(),
-                workload,
-                started: Timestamp::now(),
-                stopping: false,
-                ports,
-                template_hash: spec.template_hash.clone(),
-                woken: Some(woken),
-            },
-        );
+        lock(&self.inner.state)
+            .workloads
+            .insert(key, Entry::started(&spec, workload, ports, Some(woken)));
         Ok(DirectStart { endpoint, status })
     }
 

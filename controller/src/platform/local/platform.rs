@@ -127,6 +127,26 @@ pub(super) struct Entry {
     pub(super) woken: Option<Woken>,
 }
 
+impl Entry {
+    /// A workload started now from `spec`.
+    pub(super) fn started(
+        spec: &sandbox::WorkloadSpec,
+        workload: Workload,
+        ports: Vec<PortSpec>,
+        woken: Option<Woken>,
+    ) -> Entry {
+        Entry {
+            name: spec.name.clone(),
+            workload,
+            started: Timestamp::now(),
+            stopping: false,
+            ports,
+            template_hash: spec.template_hash.clone(),
+            woken,
+        }
+    }
+}
+
 impl std::fmt::Debug for LocalPlatform {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalPlatform")
@@ -442,18 +462,9 @@ impl LocalPlatform {
         state.starting.remove(&key);
         let workload = started.map_err(|e| platform_error(what(), e))?;
         tracing::info!(sandbox.key = %key, "workload created");
-        state.workloads.insert(
-            key,
-            Entry {
-                name: spec.name.clone(),
-                workload,
-                started: Timestamp::now(),
-                stopping: false,
-                ports,
-                template_hash: spec.template_hash.clone(),
-                woken: None,
-            },
-        );
+        state
+            .workloads
+            .insert(key, Entry::started(spec, workload, ports, None));
         Ok(())
     }
 

@@ -115,15 +115,7 @@ impl EmbeddedStore {
     ) -> Result<impl Future<Output = Result<K>> + Send + 'static> {
         let started = Instant::now();
         let writer = self.inner.writer.as_ref().ok_or_else(closed)?;
-        let Patch::Merge(map) = patch;
-        let op = Op::Patch {
-            kind: kind_of::<K>(),
-            key: key.clone(),
-            precondition: patch.resource_version().map(str::to_owned),
-            patch: map.clone(),
-            part: Part::Main,
-            check: check::<K>,
-        };
+        let op = patch_op::<K>(key, patch, Part::Main);
         let (reply, answer) = oneshot::channel();
         writer
             .send(Request { op, reply })
@@ -241,16 +233,7 @@ impl EmbeddedStore {
         patch: &Patch,
         part: Part,
     ) -> Result<K> {
-        let Patch::Merge(map) = patch;
-        let op = Op::Patch {
-            kind: kind_of::<K>(),
-            key: key.clone(),
-            precondition: patch.resource_version().map(str::to_owned),
-            patch: map.clone(),
-            part,
-            check: check::<K>,
-        };
-        match self.write(op).await? {
+        match self.write(patch_op::<K>(key, patch, part)).await? {
             Outcome::Stored(v) | Outcome::Deleted(v) | Outcome::Pending(v) => decode(v),
         }
     }
@@ -388,5 +371,18 @@ impl<K: StoreObject> Store<K> for EmbeddedStore {
         let result = self.watch_values::<K>(params, resource_version).await;
         observe("watch", &kind_of::<K>(), started, &result);
         result
+    }
+}
+
+/// The writer's operation for a merge patch of `part` of `K`'s object `key`.
+fn patch_op<K: StoreObject>(key: &ObjectKey, patch: &Patch, part: Part) -> Op {
+    let Patch::Merge(map) = patch;
+    Op::Patch {
+        kind: kind_of::<K>(),
+        key: key.clone(),
+        precondition: patch.resource_version().map(str::to_owned),
+        patch: map.clone(),
+        part,
+        check: check::<K>,
     }
 }
