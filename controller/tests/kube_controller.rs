@@ -104,3 +104,36 @@ async fn a_lagging_watch_never_duplicates_pods_or_loses_updates() {
     lifecycle::assert_one_pod_each(&env, &running).await;
     controller.stop().await;
 }
+
+/// `strategy: Checkpoint` in Kubernetes mode: the pod is stopped, and the sandbox says why in
+/// `Checkpointed=False/CheckpointUnsupported`; resumed, the condition goes away.
+#[tokio::test]
+async fn a_checkpoint_suspend_stops_the_pod_and_says_why() {
+    let (_server, _kubelet, env) = fake().await;
+    let _controller = env.start(env.config());
+    let mut sandbox = scenarios::sandbox(&env, "cora");
+    sandbox.spec.suspension = Some(rouse_shared::api::Suspension {
+        strategy: rouse_shared::api::SuspensionStrategy::Checkpoint,
+        ..Default::default()
+    });
+    env.create(&sandbox).await;
+    env.wait_ready("cora", "True", "DependenciesReady").await;
+    env.patch_spec("cora", json!({"operatingMode": "Suspended"}))
+        .await;
+    env.wait_sandbox(
+        "cora",
+        "cora Suspended=True and Checkpointed=False/CheckpointUnsupported",
+        |s| {
+            scenarios::env::condition(s, "Suspended")
+                == Some(("True".into(), "PodTerminated".into()))
+                && scenarios::env::condition(s, "Checkpointed")
+                    == Some(("False".into(), "CheckpointUnsupported".into()))
+        },
+    )
+    .await;
+    env.wait_pod_gone("cora").await;
+    env.patch_spec("cora", json!({"operatingMode": "Running"}))
+        .await;
+    let resumed = env.wait_ready("cora", "True", "DependenciesReady").await;
+    assert_eq!(scenarios::env::condition(&resumed, "Checkpointed"), None);
+}

@@ -8,6 +8,7 @@
 //! deterministic name and treats `AlreadyExists` as done, every delete treats `NotFound` as
 //! done, so a stale view can never make a second Pod.
 
+mod checkpoint;
 mod index;
 mod objects;
 mod restore;
@@ -128,12 +129,12 @@ impl Platform for KubePlatform {
             cluster_domain: self.cluster_domain.clone(),
             // The proxy runs apart; its reports reach the status instead.
             activity: None,
-            checkpoint: None,
+            checkpoint: checkpoint::unsupported(sandbox),
             // Merging is the node's business (its KSM, or Kata VM templating): say so.
             memory_sharing: (sandbox.spec.effective_memory_sharing() == MemorySharing::Merge)
                 .then(|| ObservedMemorySharing {
                     state: SharingState::Unsupported,
-                    message: "on Kubernetes, memory merging is set up on the nodes (KSM, or Kata                               VM templating), not per sandbox: see docs/memory-sharing.md"
+                    message: "on Kubernetes, memory merging is set up on the nodes (KSM, or Kata VM templating), not per sandbox: see docs/memory-sharing.md"
                         .to_owned(),
                     merged_bytes: None,
                 }),
