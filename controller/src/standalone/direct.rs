@@ -123,8 +123,12 @@ impl DirectWaker {
                 return DirectWake::NotDirect("store");
             }
         };
-        // From here the write's answer ends the claim, whatever happens to the start.
+        // From here the write's answer ends the claim, whatever happens to the start, but
+        // never before the start is over: ended earlier, an accepted wake would let the driver
+        // start a second workload, a refused one would miss the workload still being started.
+        // `started` resolves when the start ends, or when this wake is dropped mid-way.
         let (tx, written) = oneshot::channel();
+        let (start_over, started) = oneshot::channel::<()>();
         let finisher = Finisher {
             store: self.store.clone(),
             platform: self.platform.clone(),
@@ -133,11 +137,15 @@ impl DirectWaker {
         };
         self.tasks.spawn(async move {
             let queued = Instant::now();
-            let kept = finisher.finish(answer.await).await;
+            let answer = answer.await;
             phase("write", queued);
+            let _ = started.await;
+            let kept = finisher.finish(answer).await;
             let _ = tx.send(kept);
         });
-        let start = match self.platform.start_direct(&sandbox).await {
+        let start = self.platform.start_direct(&sandbox).await;
+        drop(start_over);
+        let start = match start {
             Ok(start) => start,
             Err(why) => return DirectWake::NotDirect(why.metric_label()),
         };

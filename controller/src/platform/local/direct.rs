@@ -24,7 +24,6 @@ use rouse_shared::store::ObjectKey;
 use tokio::sync::watch;
 
 use super::platform::{Entry, LocalPlatform, Woken, checkpoints, lock};
-use super::spec::LaunchSpec;
 use super::supervisor::{WorkloadPhase, WorkloadStatus};
 use super::sweep::{self, Claim};
 use crate::sandbox;
@@ -113,9 +112,6 @@ impl LocalPlatform {
         let Some(uid) = sandbox.metadata.uid.clone() else {
             return Err(NotDirect::Invalid);
         };
-        if LaunchSpec::from_sandbox(sandbox).is_err() {
-            return Err(NotDirect::Invalid);
-        }
         let key = ObjectKey::of(sandbox);
         if sweep::claim(&self.inner.layout, &key, &uid) == Claim::Stale {
             return Err(NotDirect::Stale);
@@ -197,16 +193,19 @@ impl LocalPlatform {
     /// `kept` false (the store refused the wake: the sandbox is gone or was replaced) stops
     /// the workload it started.
     pub fn end_direct_wake(&self, key: &ObjectKey, kept: bool) {
-        let woken = lock(&self.inner.state).direct.remove(key);
-        if !kept && let Some(woken) = woken {
-            let ours = lock(&self.inner.state)
-                .workloads
-                .get(key)
-                .is_some_and(|e| e.woken.as_ref() == Some(&woken));
-            if ours {
-                tracing::info!(sandbox.key = %key, "stopping a directly woken workload: the store refused the wake");
-                self.stop_workload(key);
-            }
+        let ours = {
+            let mut state = lock(&self.inner.state);
+            let woken = state.direct.remove(key);
+            woken.is_some_and(|woken| {
+                state
+                    .workloads
+                    .get(key)
+                    .is_some_and(|e| e.woken.as_ref() == Some(&woken))
+            })
+        };
+        if !kept && ours {
+            tracing::info!(sandbox.key = %key, "stopping a directly woken workload: the store refused the wake");
+            self.stop_workload(key);
         }
         (self.notifier())(key);
     }
