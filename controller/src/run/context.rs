@@ -107,6 +107,18 @@ pub async fn reconcile<S: Store<Sandbox>>(
     .await
 }
 
+/// Counts one more consecutive failure of `key`; returns the count.
+pub(crate) fn count_failure(failures: &mut HashMap<ObjectKey, u32>, key: &ObjectKey) -> u32 {
+    // Entries of objects deleted while failing are never removed by a success; cap the map so
+    // they cannot accumulate (losing counts only shortens some backoffs).
+    if failures.len() >= MAX_TRACKED_FAILURES && !failures.contains_key(key) {
+        failures.clear();
+    }
+    let n = failures.entry(key.clone()).or_insert(0);
+    *n = n.saturating_add(1);
+    *n
+}
+
 /// Retries a failed reconcile with a per-sandbox exponential backoff.
 pub fn error_policy<S>(obj: Arc<Sandbox>, error: &ReconcileError, ctx: Arc<Context<S>>) -> Action {
     let key = ObjectKey::of(obj.as_ref());
@@ -121,17 +133,7 @@ pub fn error_policy<S>(obj: Arc<Sandbox>, error: &ReconcileError, ctx: Arc<Conte
         ReconcileError::Suspend { source, .. } | ReconcileError::PatchStatus { source, .. }
             if matches!(source, rouse_shared::store::StoreError::Conflict { .. })
     );
-    let attempts = {
-        let mut failures = ctx.failures();
-        // Entries of sandboxes deleted while failing are never removed by a success; cap the
-        // map so they cannot accumulate (losing counts only shortens some backoffs).
-        if failures.len() >= MAX_TRACKED_FAILURES && !failures.contains_key(&key) {
-            failures.clear();
-        }
-        let n = failures.entry(key.clone()).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    };
+    let attempts = count_failure(&mut ctx.failures(), &key);
     let delay = if conflict && attempts <= 1 {
         // A conflict means a newer version exists: retry at once with a fresh read.
         Duration::from_millis(10)

@@ -12,7 +12,7 @@
 //! # }
 //! ```
 
-mod context;
+pub(crate) mod context;
 mod http;
 mod lease;
 mod state;

@@ -214,12 +214,10 @@ fn error_policy(
     ctx: Arc<Context>,
 ) -> Action {
     let key = ObjectKey::of(snapshot.as_ref());
-    let attempts = {
-        let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = failures.entry(key.clone()).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    };
+    let attempts = crate::run::context::count_failure(
+        &mut ctx.failures.lock().unwrap_or_else(|e| e.into_inner()),
+        &key,
+    );
     let delay = ctx
         .config
         .retry_min
