@@ -14,6 +14,9 @@ use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags, fcntl, splice};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+/// The smallest pipe worth moving bulk through: the kernel's default size.
+const MIN_CAPACITY: usize = 64 * 1024;
+
 /// A kernel pipe between two sockets and the bytes waiting in it.
 #[derive(Debug)]
 pub(super) struct Pipe {
@@ -35,15 +38,20 @@ pub(super) enum Failed {
 }
 
 impl Pipe {
-    /// A non-blocking pipe of about `size` bytes (the kernel's default, 64 KiB, where it
-    /// refuses the size: a per-user limit on pipe memory, for one).
+    /// A non-blocking pipe of about `size` bytes (at least [`MIN_CAPACITY`]); an error where the kernel gives a smaller
+    /// one than [`MIN_CAPACITY`] (past the per-user limit on pipe memory it gives 8 KiB, which
+    /// would move less per call than the copy it replaces).
     pub(super) fn new(size: usize) -> io::Result<Pipe> {
         let (read, write) = nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)?;
-        let wanted = i32::try_from(size).unwrap_or(i32::MAX);
+        let wanted = i32::try_from(size.max(MIN_CAPACITY)).unwrap_or(i32::MAX);
         let capacity = fcntl(write.as_fd(), FcntlArg::F_SETPIPE_SZ(wanted))
-            .ok()
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(64 * 1024);
+            .or_else(|_| fcntl(write.as_fd(), FcntlArg::F_GETPIPE_SZ))?;
+        let capacity = usize::try_from(capacity).unwrap_or(0);
+        if capacity < MIN_CAPACITY {
+            return Err(io::Error::other(format!(
+                "the kernel gave a pipe of {capacity} bytes"
+            )));
+        }
         Ok(Pipe {
             read,
             write,
