@@ -122,9 +122,7 @@ pub(crate) async fn park(
         return Parked::Refused(err);
     }
     // Counted as open (activity) while held, like a request on the full path.
-    let Some(_guard) = router.guard(&target.key, ConnKind::Http) else {
-        return Parked::NotHeld;
-    };
+    let _guard = router.guard_of(&slot, ConnKind::Http);
     let hold = router.hold_until_dialable(&target, &slot);
     tokio::pin!(hold);
     let mut watching = true;
