@@ -287,7 +287,7 @@ impl Direction {
         reader: &mut TcpStream,
         writer: &mut TcpStream,
         max: usize,
-    ) -> Result<Poll<()>, SpliceError> {
+    ) -> Poll<Result<(), SpliceError>> {
         if self.pipe.is_none()
             && !self.no_pipe
             && !self.done
@@ -308,46 +308,44 @@ impl Direction {
             }
         }
         let Some(pipe) = &mut self.pipe else {
-            return Ok(
-                match self.poll_copy(cx, Pin::new(reader), Pin::new(writer), max) {
-                    Poll::Ready(result) => {
-                        result?;
-                        Poll::Ready(())
-                    }
-                    Poll::Pending => Poll::Pending,
-                },
-            );
+            return self.poll_copy(cx, Pin::new(reader), Pin::new(writer), max);
         };
-        let (from, to) = (self.from, self.to);
         if self.done {
-            return Ok(Poll::Ready(()));
+            return Poll::Ready(Ok(()));
         }
         if !self.read_done {
             let before = self.bytes;
             let moved = pipe.poll_move(cx, reader, writer, &mut self.bytes);
             self.piped += self.bytes - before;
-            match moved {
-                Poll::Pending => return Ok(Poll::Pending),
-                Poll::Ready(Err(pipe::Failed::Read(source))) => {
-                    return Err(SpliceError::Read { side: from, source });
+            match ready!(moved) {
+                Err(pipe::Failed::Read(source)) => {
+                    let side = self.from;
+                    return Poll::Ready(Err(SpliceError::Read { side, source }));
                 }
-                Poll::Ready(Err(pipe::Failed::Write(source))) => {
-                    return Err(SpliceError::Write { side: to, source });
+                Err(pipe::Failed::Write(source)) => {
+                    let side = self.to;
+                    return Poll::Ready(Err(SpliceError::Write { side, source }));
                 }
-                Poll::Ready(Ok(())) => self.read_done = true,
+                Ok(()) => self.read_done = true,
             }
         }
-        match Pin::new(writer).poll_shutdown(cx) {
-            Poll::Pending => Ok(Poll::Pending),
-            Poll::Ready(Err(source)) => Err(SpliceError::Write { side: to, source }),
-            Poll::Ready(Ok(())) => {
-                self.done = true;
-                self.progressed = true;
-                // Close the pipe: this direction is over, the other may run for hours.
-                self.pipe = None;
-                Ok(Poll::Ready(()))
-            }
-        }
+        self.poll_finish(cx, Pin::new(writer))
+    }
+
+    /// Once the reader ended and every byte was written: shuts the writer down and frees what
+    /// the direction held (this direction is over, the other may run for hours).
+    fn poll_finish<W: AsyncWrite + ?Sized>(
+        &mut self,
+        cx: &mut Context<'_>,
+        writer: Pin<&mut W>,
+    ) -> Poll<Result<(), SpliceError>> {
+        let side = self.to;
+        ready!(writer.poll_shutdown(cx)).map_err(|source| SpliceError::Write { side, source })?;
+        self.progressed = true;
+        self.done = true;
+        self.buf = Vec::new();
+        self.pipe = None;
+        Poll::Ready(Ok(()))
     }
 
     /// Moves bytes until the reader is pending or done; ready once the reader hit EOF, every
@@ -413,12 +411,7 @@ impl Direction {
                 self.needs_flush = true;
             }
             if self.read_done {
-                ready!(writer.as_mut().poll_shutdown(cx)).map_err(write_err)?;
-                self.progressed = true;
-                self.done = true;
-                // Free the buffer: this direction is over, the other may run for hours.
-                self.buf = Vec::new();
-                return Poll::Ready(Ok(()));
+                return self.poll_finish(cx, writer.as_mut());
             }
         }
     }
