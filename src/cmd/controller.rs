@@ -62,7 +62,8 @@ pub struct Args {
     /// How often the leader renews and a standby retries.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, env = "ROUSE_CONTROLLER_LEASE_RETRY")]
     lease_retry: Duration,
-    /// The provider taking SandboxSnapshots: `csi` (a CSI VolumeSnapshot per PVC).
+    /// The provider taking SandboxSnapshots: `csi` (a CSI VolumeSnapshot per PVC) or `gke` (a
+    /// GKE pod snapshot of the sandbox's gVisor pod).
     #[arg(
         long,
         default_value = "csi",

@@ -244,7 +244,7 @@ fn deleted<K>(result: kube::Result<K>) -> kube::Result<()> {
 }
 
 /// Classifies an API error by its status code.
-fn classify(what: String, error: kube::Error) -> PlatformError {
+pub(super) fn classify(what: String, error: kube::Error) -> PlatformError {
     match &error {
         kube::Error::Api(status) if status.is_conflict() || status.is_already_exists() => {
             PlatformError::Conflict {

@@ -109,11 +109,7 @@ impl KubePlatform {
             let found = api
                 .get_opt(&name)
                 .await
-                .map_err(|e| PlatformError::Unavailable {
-                    what: format!("read VolumeSnapshot {name}"),
-                    message: e.to_string(),
-                    source: Some(Box::new(e)),
-                })?
+                .map_err(|e| super::classify(format!("read VolumeSnapshot {name}"), e))?
                 .map(|o| VolumeSnapshotState::of(&o, &uid));
             match found {
                 Some(state) if state.owned && state.ready => {}
@@ -194,11 +190,7 @@ impl KubePlatform {
         let trigger = api
             .get_opt(&name)
             .await
-            .map_err(|e| PlatformError::Unavailable {
-                what: format!("read {} {name}", kube_gke::TRIGGER_KIND),
-                message: e.to_string(),
-                source: Some(Box::new(e)),
-            })?;
+            .map_err(|e| super::classify(format!("read {} {name}", kube_gke::TRIGGER_KIND), e))?;
         Ok(trigger.as_ref().and_then(kube_gke::created_pod_snapshot))
     }
 
@@ -242,10 +234,11 @@ impl KubePlatform {
         )
         .await
         .map(|_| ())
-        .map_err(|e| PlatformError::Unavailable {
-            what: format!("annotate sandbox {} restored", sandbox.name_any()),
-            message: e.to_string(),
-            source: Some(Box::new(e)),
+        .map_err(|e| {
+            super::classify(
+                format!("annotate sandbox {} restored", sandbox.name_any()),
+                e,
+            )
         })
     }
 }
