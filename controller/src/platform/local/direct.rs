@@ -19,11 +19,13 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use rouse_shared::api::{Endpoint, EndpointPort, OperatingMode, Sandbox};
+use rouse_shared::api::{Endpoint, OperatingMode, Sandbox};
 use rouse_shared::store::ObjectKey;
 use tokio::sync::watch;
 
-use super::platform::{Entry, LocalPlatform, Woken, checkpoints, lock};
+use super::platform::{
+    Entry, LocalPlatform, Woken, checkpoints, endpoint_ports, lock, running_name,
+};
 use super::supervisor::{WorkloadPhase, WorkloadStatus};
 use super::sweep::{self, Claim};
 use crate::sandbox;
@@ -117,14 +119,8 @@ impl LocalPlatform {
             return Err(NotDirect::Stale);
         }
         let mut state = lock(&self.inner.state);
-        if state
-            .workloads
-            .get(&key)
-            .is_some_and(|e| e.workload.status().phase == WorkloadPhase::Stopped)
-        {
-            state.workloads.remove(&key);
-        }
-        if state.workloads.contains_key(&key)
+        // A stopped entry does not count; the start replaces it.
+        if running_name(&state, &key).is_some()
             || state.starting.contains(&key)
             || state.direct.contains_key(&key)
         {
@@ -163,19 +159,7 @@ impl LocalPlatform {
         let current = status.borrow().clone();
         let endpoint = Endpoint {
             address: current.ports.host.to_string(),
-            ports: current
-                .ports
-                .mapped
-                .iter()
-                .map(|(container_port, port)| EndpointPort {
-                    name: ports
-                        .iter()
-                        .find(|p| p.container_port == *container_port)
-                        .and_then(|p| p.name.clone()),
-                    container_port: i32::from(*container_port),
-                    port: i32::from(*port),
-                })
-                .collect(),
+            ports: endpoint_ports(&current, &ports),
         };
         tracing::info!(sandbox.key = %key, "workload started by a direct wake");
         lock(&self.inner.state)

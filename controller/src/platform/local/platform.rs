@@ -586,20 +586,7 @@ fn observed_workload(entry: &Entry) -> sandbox::Workload {
             Vec::new()
         },
         node_name: Some(NODE_NAME.to_owned()),
-        ports: status
-            .ports
-            .mapped
-            .iter()
-            .map(|(container_port, port)| EndpointPort {
-                name: entry
-                    .ports
-                    .iter()
-                    .find(|p| p.container_port == *container_port)
-                    .and_then(|p| p.name.clone()),
-                container_port: i32::from(*container_port),
-                port: i32::from(*port),
-            })
-            .collect(),
+        ports: endpoint_ports(&status, &entry.ports),
         terminating: entry.stopping || status.phase == WorkloadPhase::Stopped,
         scheduled: Some(Condition {
             type_: "PodScheduled".to_owned(),
@@ -630,8 +617,25 @@ fn platform_error(what: String, error: Error) -> PlatformError {
     }
 }
 
+/// The endpoint's ports of a workload: each mapped port, named as declared.
+pub(super) fn endpoint_ports(status: &WorkloadStatus, declared: &[PortSpec]) -> Vec<EndpointPort> {
+    status
+        .ports
+        .mapped
+        .iter()
+        .map(|(container_port, port)| EndpointPort {
+            name: declared
+                .iter()
+                .find(|p| p.container_port == *container_port)
+                .and_then(|p| p.name.clone()),
+            container_port: i32::from(*container_port),
+            port: i32::from(*port),
+        })
+        .collect()
+}
+
 /// The name of `key`'s workload unless it has none or it stopped.
-fn running_name(state: &State, key: &ObjectKey) -> Option<String> {
+pub(super) fn running_name(state: &State, key: &ObjectKey) -> Option<String> {
     state
         .workloads
         .get(key)
