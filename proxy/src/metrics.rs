@@ -43,6 +43,10 @@ pub const ROUTES: &str = "rouse_proxy_routes";
 /// Bodiless GET/HEAD/OPTIONS requests sent again after the upstream connection was lost
 /// before any response (the workload was being stopped under them).
 pub const REQUEST_RETRIES_TOTAL: &str = "rouse_proxy_request_retries_total";
+/// Plain HTTP/1.1 connections the relay handed to the full HTTP path, by `reason` (the first
+/// request it does not cover: malformed, version, target, framing, large_body, expect,
+/// upgrade, router_headers, host, too_large).
+pub const HTTP_RELAY_HANDOVERS_TOTAL: &str = "rouse_proxy_http_relay_handovers_total";
 /// Config reloads, by `result` (ok, error).
 pub const CONFIG_RELOADS_TOTAL: &str = "rouse_proxy_config_reloads_total";
 /// Client connections closed for a bad request head, by `reason` (header_timeout, too_large, malformed, idle).

@@ -53,6 +53,14 @@ impl<F: Future> OnWake<F> {
     }
 }
 
+impl<F> OnWake<F> {
+    /// Whether the inner future's waker fired since it was last polled (or it was never
+    /// polled): then it may be ready.
+    pub(crate) fn fired(&self) -> bool {
+        self.flag.fired.load(Ordering::Acquire)
+    }
+}
+
 impl<F: Future> Future for OnWake<F> {
     type Output = F::Output;
 

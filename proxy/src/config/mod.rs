@@ -84,6 +84,11 @@ pub struct HttpConfig {
     /// head bytes, the socket and one small future) instead of a full HTTP connection.
     /// Default `true`.
     pub compact_hold: bool,
+    /// Forward plain HTTP/1.1 keep-alive requests as bytes (the head rewritten in one pass,
+    /// the body passed through) instead of through a full HTTP server and client; a request
+    /// it does not cover moves the connection to the full path. Needs `compact_hold`.
+    /// Default `true`.
+    pub relay: bool,
 }
 
 impl Default for HttpConfig {
@@ -91,6 +96,7 @@ impl Default for HttpConfig {
         Self {
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
             compact_hold: true,
+            relay: true,
         }
     }
 }

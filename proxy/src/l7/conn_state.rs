@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use http::HeaderValue;
 
 use super::headers::Scheme;
+use super::route_cache::RouteCache;
 use super::sticky::StickyUpstream;
 use crate::error::ProxyError;
 use crate::limits::IdleControl;
@@ -26,16 +27,7 @@ pub(crate) struct ConnState {
     /// The client's IP address as a header value (`X-Forwarded-For`).
     pub(crate) forwarded_for: HeaderValue,
     /// The route of the last request resolved by its host.
-    route: Mutex<Option<CachedRoute>>,
-}
-
-/// A host's route, valid while the config generation and the routing table's version stay.
-struct CachedRoute {
-    host: HeaderValue,
-    generation: u64,
-    target: Arc<RouteTarget>,
-    /// The target's slot, when one was looked up at `table_version`.
-    slot: Option<(u64, Arc<Slot>)>,
+    route: Mutex<RouteCache>,
 }
 
 impl ConnState {
@@ -50,55 +42,27 @@ impl ConnState {
             idle,
             sticky: StickyUpstream::default(),
             forwarded_for,
-            route: Mutex::new(None),
+            route: Mutex::new(RouteCache::default()),
         }
     }
 
-    /// The target `host` names under `snapshot`: the last request's when it named the same
-    /// host under the same config, else resolved anew (and kept for the next request).
+    /// The target `host` names under `snapshot` (see [`RouteCache::target`]).
     pub(crate) fn target_by_host(
         &self,
         snapshot: &Snapshot,
-        host: &HeaderValue,
         host_text: &str,
     ) -> Result<Arc<RouteTarget>, ProxyError> {
-        let mut cached = self.route.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(route) = &*cached
-            && route.generation == snapshot.generation
-            && route.host == host
-        {
-            return Ok(Arc::clone(&route.target));
-        }
-        let target = Arc::new(Router::resolve_host_in(snapshot, host_text)?);
-        *cached = Some(CachedRoute {
-            host: host.clone(),
-            generation: snapshot.generation,
-            target: Arc::clone(&target),
-            slot: None,
-        });
-        Ok(target)
+        self.route
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .target(snapshot, host_text)
     }
 
-    /// The routing table's slot of `target`: the cached one while the table's slots stay the
-    /// same, else looked up (and kept when `target` is the cached route's).
+    /// The routing table's slot of `target` (see [`RouteCache::slot`]).
     pub(crate) fn slot(&self, router: &Router, target: &Arc<RouteTarget>) -> Option<Arc<Slot>> {
-        // Read before the lookup: a slot replaced after this read changes the version again.
-        let version = router.table_version();
-        let mut cached = self.route.lock().unwrap_or_else(|e| e.into_inner());
-        let route = cached
-            .as_mut()
-            .filter(|route| Arc::ptr_eq(&route.target, target));
-        let Some(route) = route else {
-            drop(cached);
-            return router.slot(&target.key);
-        };
-        if let Some((at, slot)) = &route.slot
-            && *at == version
-        {
-            return Some(Arc::clone(slot));
-        }
-        let slot = router.slot(&target.key)?;
-        route.slot = Some((version, Arc::clone(&slot)));
-        Some(slot)
+        self.route
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .slot(router, target)
     }
 }

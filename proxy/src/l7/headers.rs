@@ -77,6 +77,12 @@ const HOP_NAMES: [&str; 9] = [
     "proxy-connection",
 ];
 
+/// The names of the hop-by-hop headers, as text (lower case).
+#[cfg(test)]
+pub(crate) fn hop_names() -> &'static [&'static str] {
+    &HOP_NAMES
+}
+
 /// Position of a hop-by-hop header in [`HOP_BY_HOP`] (`Proxy-Connection` after it): one
 /// match on the (lower-case) name instead of a comparison with each.
 fn hop_index(name: &str) -> Option<usize> {

@@ -6,10 +6,13 @@ pub(crate) mod client;
 mod conn_state;
 mod connect;
 mod h2_upstream;
+mod handover;
 pub mod headers;
 mod park;
+mod relay;
 mod response;
 mod rewind;
+mod route_cache;
 mod router_headers;
 mod service;
 mod sticky;
@@ -27,6 +30,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 
 pub use self::client::UpstreamClient;
+use self::handover::Handover;
 pub use self::headers::Scheme;
 pub use self::response::ProxyBody;
 pub use self::service::target_of;
@@ -58,15 +62,6 @@ pub async fn serve_http_connection<IO>(
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     serve(router, client, io, peer, scheme, Handover::default()).await;
-}
-
-/// What a compactly held first request brings to the full path.
-#[derive(Debug, Default)]
-struct Handover {
-    /// Its per-IP rate limit was counted already.
-    rate_checked: bool,
-    /// Its place in the sandbox's release semaphore, kept until its upstream dial.
-    release: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// [`serve_http_connection`], after a compact hold handed the connection over.
@@ -209,19 +204,20 @@ async fn serve_plain(
     }
     let limit = park::HEAD_LIMIT.min(config.limits.max_header_bytes);
     drop(config);
-    let (mut bytes, handover) = match park::read_head(&stream, limit, timeout).await {
+    let (bytes, handover, complete) = match park::read_head(&stream, limit, timeout).await {
         park::Head::Silent => return silent(peer),
-        park::Head::Partial(bytes) => (bytes, Handover::default()),
+        park::Head::Partial(bytes) => (bytes, Handover::default(), false),
         park::Head::Complete(mut bytes) => match park::park(&router, &stream, &mut bytes, peer)
             .await
         {
-            park::Parked::NotHeld => (bytes, Handover::default()),
+            park::Parked::NotHeld => (bytes, Handover::default(), true),
             park::Parked::Ready(release) => (
                 bytes,
                 Handover {
                     rate_checked: true,
                     release,
                 },
+                true,
             ),
             park::Parked::Refused(err) => return Box::pin(park::refuse(stream, &err, peer)).await,
             park::Parked::Gone => {
@@ -230,6 +226,20 @@ async fn serve_plain(
             }
         },
     };
+    // The relay takes a whole first head; anything else starts on the full path.
+    let (bytes, stream, handover) = if complete && router.config().http.relay {
+        match Box::pin(relay::serve(router.clone(), stream, peer, bytes, handover)).await {
+            relay::Outcome::Closed => return,
+            relay::Outcome::HandOver {
+                bytes,
+                stream,
+                handover,
+            } => (bytes, stream, handover),
+        }
+    } else {
+        (bytes, stream, handover)
+    };
+    let mut bytes = bytes;
     bytes.shrink_to_fit();
     let io = rewind::Rewind::new(bytes, stream);
     Box::pin(serve(router, client, io, peer, Scheme::Http, handover)).await;

@@ -11,9 +11,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
@@ -196,30 +194,9 @@ fn holdable_target(router: &Router, head: &[u8]) -> Option<RouteTarget> {
 /// the client has taken the answer, at most [`LINGER`] later.
 pub(crate) async fn refuse(mut stream: TcpStream, err: &ProxyError, peer: SocketAddr) {
     tracing::debug!(client.addr = %peer, error = %err, error.side = err.side().as_str(), "request refused");
-    let response = response::error(err);
-    let status = response.status();
+    let status = err.status_code();
     m::hot::REQUESTS_BY_CODE[service::status_label(status.as_u16())].increment(1);
-    let (parts, body) = response.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|collected| collected.to_bytes())
-        .unwrap_or_else(|_| Bytes::new());
-    let mut out = Vec::with_capacity(256 + body.len());
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for (name, value) in &parts.headers {
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
-    out.extend_from_slice(b"connection: close\r\n\r\n");
-    out.extend_from_slice(&body);
+    let out = response::error_bytes(err, true);
     let written = tokio::time::timeout(LINGER, async {
         stream.write_all(&out).await?;
         stream.shutdown().await

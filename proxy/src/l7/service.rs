@@ -85,7 +85,7 @@ async fn proxy(
     let target = if by_headers {
         Arc::new(target_of(router, req.headers(), host_text)?)
     } else {
-        state.target_by_host(&snapshot, &host, host_text)?
+        state.target_by_host(&snapshot, host_text)?
     };
     let bound = config
         .routing

@@ -1,0 +1,59 @@
+//! [`Upstream`]: the relay's connection to a sandbox, kept from one request of a client
+//! connection to the next while the sandbox stays at the same address.
+
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use crate::error::ProxyError;
+use crate::quiesce::QuiesceStream;
+use crate::route::{RouteTarget, Router};
+
+/// A connection to a sandbox and what it was dialled for.
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    target: Arc<RouteTarget>,
+    /// The sandbox's address epoch at the dial: a later epoch is another address.
+    epoch: u64,
+    pub(crate) stream: QuiesceStream,
+}
+
+impl Upstream {
+    /// Holds (waking the sandbox if needed) and dials `target`; `place` is a compactly held
+    /// request's place in the release semaphore, used by this dial.
+    pub(crate) async fn dial(
+        router: &Router,
+        target: &Arc<RouteTarget>,
+        place: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<Self, ProxyError> {
+        let (stream, _addr, slot) = router.connect_stream_in_place(target, place).await?;
+        Ok(Self {
+            target: Arc::clone(target),
+            epoch: slot.epoch(),
+            // Reset like every upstream connection when the sandbox is checkpointed.
+            stream: router.quiescer().wrap(&target.key, stream),
+        })
+    }
+
+    /// Whether the connection can carry a request to `target` at address `epoch`: dialled
+    /// for it, and not closed by the sandbox while it was idle.
+    pub(crate) fn fits(&self, target: &RouteTarget, epoch: u64) -> bool {
+        self.epoch == epoch && *self.target == *target && !self.closed_while_idle()
+    }
+
+    /// Whether the sandbox closed the idle connection (or sent bytes nobody asked for).
+    ///
+    /// tokio keeps a socket's readiness from the reactor's last event, so an idle connection
+    /// without any costs no system call here; one that became readable is read to tell.
+    fn closed_while_idle(&self) -> bool {
+        let tcp = self.stream.get_ref();
+        let mut cx = Context::from_waker(Waker::noop());
+        match tcp.poll_read_ready(&mut cx) {
+            Poll::Pending => false,
+            Poll::Ready(Err(_)) => true,
+            Poll::Ready(Ok(())) => {
+                let mut byte = [0_u8; 1];
+                !matches!(tcp.try_read(&mut byte), Err(err) if err.kind() == std::io::ErrorKind::WouldBlock)
+            }
+        }
+    }
+}
