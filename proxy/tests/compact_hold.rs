@@ -7,7 +7,9 @@ mod support;
 
 use rouse_proxy::{RouteState, SandboxKey};
 use support::backend::Backend;
-use support::{DEADLINE, TestDirectory, config, host, start, wait_for, wait_held};
+use support::{
+    DEADLINE, TestDirectory, config, config_with_http, host, start, wait_for, wait_held,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -71,12 +73,6 @@ async fn a_held_request_keeps_every_byte_of_its_body() {
         );
         proxy.shutdown().await;
     }
-}
-
-/// `[http]` replaced by `http` (the test config has its own `[http]` section first).
-fn config_with_http(http: &str) -> rouse_proxy::Config {
-    let text = format!("{http}[admin]\nlisten = \"127.0.0.1:0\"\n[directory]\nkind = \"static\"\n");
-    rouse_proxy::Config::from_toml(&text).expect("test config is valid")
 }
 
 #[tokio::test]

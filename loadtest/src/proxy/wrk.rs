@@ -3,8 +3,9 @@
 //!
 //! nginx (one worker) is the backend, answering the same 13 bytes as the hyper backend. The
 //! targets — the backend directly, nginx as proxy with 1 and 2 workers, Rouse with 1, 2 and 4
-//! worker threads — all run at once and are measured one after another, round after round, so
-//! machine noise hits all alike. Each turn is `wrk -t1 -c{connections} -d{turn} --latency`.
+//! worker threads, and Rouse with 1 thread and the HTTP/1.1 relay off — all run at once and
+//! are measured one after another, round after round, so machine noise hits all alike. Each
+//! turn is `wrk -t1 -c{connections} -d{turn} --latency`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -86,6 +87,17 @@ pub fn run(options: Options) -> anyhow::Result<()> {
         let addr = proxy.proxy().addrs().http.context("rouse http address")?;
         targets.push((format!("Rouse, {workers} worker thread(s)"), addr));
     }
+    // The same proxy without the HTTP/1.1 relay (every request through the full HTTP path),
+    // so the relay's gain is measured side by side.
+    let mut full_path = bench_config(None, false)?;
+    full_path.http.relay = false;
+    let full_path = RunningProxy::start_with_workers(full_path, directory.clone(), 1)?;
+    let addr = full_path
+        .proxy()
+        .addrs()
+        .http
+        .context("rouse http address")?;
+    targets.push(("Rouse, 1 worker thread, relay off".into(), addr));
     let seconds = options.turn.as_secs().max(1);
     println!(
         "### HTTP/1.1 keep-alive, wrk -t1 -c{} -d{seconds}s, {} rounds\n",
@@ -128,7 +140,14 @@ pub fn run(options: Options) -> anyhow::Result<()> {
             p99 / nginx_best.1.max(0.001)
         );
     }
+    let (rps, p99) = medians[1 + NGINX_WORKERS.len() + ROUSE_WORKERS.len()];
+    println!(
+        "Rouse (1 thread, relay off) / better nginx: {:.2}× rps, p99 {:.2}×",
+        rps / nginx_best.0.max(1.0),
+        p99 / nginx_best.1.max(0.001)
+    );
     println!();
+    drop(full_path);
     drop(rouse_proxies);
     drop(nginx_proxies);
     drop(backend);

@@ -26,6 +26,12 @@ pub fn config(extra: &str) -> Config {
     Config::from_toml(&text).expect("test config is valid")
 }
 
+/// A config for tests with its own `[http]` section (`http`, listen address included).
+pub fn config_with_http(http: &str) -> Config {
+    let text = format!("{http}[admin]\nlisten = \"127.0.0.1:0\"\n[directory]\nkind = \"static\"\n");
+    Config::from_toml(&text).expect("test config is valid")
+}
+
 /// Starts a proxy on `directory` and waits until its routes are synced.
 pub async fn start(config: Config, directory: &TestDirectory) -> Proxy {
     let proxy = Proxy::start(config, directory.clone())

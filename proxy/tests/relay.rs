@@ -1,0 +1,482 @@
+//! The HTTP/1.1 relay end to end, against scripted backends that answer with exact bytes:
+//! response framings (length, chunked with trailers, until close, none), informational
+//! responses, pipelining, upstream connections closed while idle, broken responses, and the
+//! hand-over to the full HTTP path in the middle of a connection.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use support::{DEADLINE, TestDirectory, config, host, start};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What a scripted backend answers to one request: the exact bytes, and whether it closes
+/// the connection after them.
+struct Answer {
+    bytes: Vec<u8>,
+    close: bool,
+}
+
+impl Answer {
+    fn keep(bytes: &str) -> Self {
+        Self {
+            bytes: bytes.as_bytes().to_vec(),
+            close: false,
+        }
+    }
+
+    fn close(bytes: &str) -> Self {
+        Self {
+            bytes: bytes.as_bytes().to_vec(),
+            close: true,
+        }
+    }
+}
+
+/// One request a scripted backend read: its connection's number and its raw bytes.
+#[derive(Debug, Clone)]
+struct Seen {
+    conn: usize,
+    head: String,
+    body: Vec<u8>,
+}
+
+/// A backend answering the `n`th request (over all connections, from 0) with `script(n)`.
+struct Scripted {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Scripted {
+    async fn start(script: impl Fn(usize, &Seen) -> Answer + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(script);
+        let all = Arc::clone(&seen);
+        tokio::spawn(async move {
+            let mut conns = 0;
+            // Ends with the test's runtime.
+            while let Ok((stream, _)) = listener.accept().await {
+                conns += 1;
+                tokio::spawn(serve(stream, conns, Arc::clone(&all), Arc::clone(&script)));
+            }
+        });
+        Self { addr, seen }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("seen").clone()
+    }
+}
+
+/// Serves one backend connection: reads request heads (and `Content-Length` bodies) and
+/// answers each by the script.
+async fn serve(
+    mut stream: TcpStream,
+    conn: usize,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    script: Arc<impl Fn(usize, &Seen) -> Answer + Send + Sync + 'static>,
+) {
+    let mut buf = Vec::new();
+    loop {
+        let (head_len, length, chunked) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut req = httparse::Request::new(&mut headers);
+            if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
+                let value = |name: &str| {
+                    req.headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case(name))
+                        .map(|h| String::from_utf8_lossy(h.value).into_owned())
+                };
+                let length = value("content-length").map_or(0, |v| v.parse().expect("length"));
+                break (n, length, value("transfer-encoding").is_some());
+            }
+            if !read_more(&mut stream, &mut buf).await {
+                return;
+            }
+        };
+        // A chunked body (the test's chunks have no extensions or trailers) ends at `0\r\n\r\n`.
+        let body_len = if chunked {
+            loop {
+                let body = &buf[head_len..];
+                if let Some(end) = body.windows(5).position(|w| w == b"0\r\n\r\n") {
+                    break end + 5;
+                }
+                if !read_more(&mut stream, &mut buf).await {
+                    return;
+                }
+            }
+        } else {
+            length
+        };
+        while buf.len() < head_len + body_len {
+            if !read_more(&mut stream, &mut buf).await {
+                return;
+            }
+        }
+        let raw = &buf[head_len..head_len + body_len];
+        let request = Seen {
+            conn,
+            head: String::from_utf8_lossy(&buf[..head_len]).into_owned(),
+            body: if chunked { dechunk(raw) } else { raw.to_vec() },
+        };
+        buf.drain(..head_len + body_len);
+        let answer = {
+            let mut all = seen.lock().expect("seen");
+            let answer = script(all.len(), &request);
+            all.push(request);
+            answer
+        };
+        if stream.write_all(&answer.bytes).await.is_err() || answer.close {
+            return;
+        }
+    }
+}
+
+/// Reads more bytes into `buf`: false at the end of the stream.
+async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
+    let mut chunk = [0_u8; 4096];
+    match stream.read(&mut chunk).await {
+        Ok(0) | Err(_) => false,
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            true
+        }
+    }
+}
+
+/// The data of a chunked body without extensions or trailers.
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut data = Vec::new();
+    // Bounded: every round consumes a chunk of `raw` or ends.
+    loop {
+        let line = raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("size line");
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..line]).expect("hex"), 16)
+            .expect("size");
+        if size == 0 {
+            return data;
+        }
+        data.extend_from_slice(&raw[line + 2..line + 2 + size]);
+        raw = &raw[line + 4 + size..];
+    }
+}
+
+/// A proxy in front of `backend` as sandbox `alice`, and a raw client connection to it.
+async fn proxy_to(backend: SocketAddr) -> (rouse_proxy::Proxy, TcpStream) {
+    let directory = TestDirectory::new();
+    directory.running("alice", backend);
+    let proxy = start(config(""), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+    let client = TcpStream::connect(addr).await.expect("connect");
+    (proxy, client)
+}
+
+/// A `GET` of `path` for sandbox `alice`, with `extra` header lines.
+fn get(path: &str, extra: &str) -> String {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: {}\r\n{extra}\r\n",
+        host("alice")
+    )
+}
+
+/// Reads from `client` until `buf` holds `want` (a substring), within the deadline.
+async fn read_until(client: &mut TcpStream, buf: &mut Vec<u8>, want: &str) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    // Bounded by the deadline.
+    while !String::from_utf8_lossy(buf).contains(want) {
+        let mut chunk = [0_u8; 4096];
+        let read = tokio::time::timeout_at(deadline, client.read(&mut chunk)).await;
+        match read {
+            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            Ok(_) => panic!("closed before {want:?}: {:?}", String::from_utf8_lossy(buf)),
+            Err(_) => panic!("no {want:?} in time: {:?}", String::from_utf8_lossy(buf)),
+        }
+    }
+}
+
+/// Reads until the proxy closes the connection; returns everything read.
+async fn read_to_close(client: &mut TcpStream) -> String {
+    let mut bytes = Vec::new();
+    let read = tokio::time::timeout(DEADLINE, client.read_to_end(&mut bytes)).await;
+    assert!(read.is_ok(), "the proxy did not close the connection");
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[tokio::test]
+async fn length_and_chunked_responses_keep_one_connection_each_side() {
+    let backend = Scripted::start(|n, _| {
+        if n % 2 == 0 {
+            Answer::keep("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")
+        } else {
+            Answer::keep(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-sum\r\n\r\n\
+                 3\r\nsec\r\n3;ext=1\r\nond\r\n0\r\nx-sum: 6\r\n\r\n",
+            )
+        }
+    })
+    .await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    let mut buf = Vec::new();
+    for round in 0..2 {
+        client
+            .write_all(get("/", "").as_bytes())
+            .await
+            .expect("write");
+        read_until(&mut client, &mut buf, "first").await;
+        client
+            .write_all(get("/", "").as_bytes())
+            .await
+            .expect("write");
+        read_until(&mut client, &mut buf, "x-sum: 6\r\n\r\n").await;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        assert!(
+            text.contains("Transfer-Encoding: chunked\r\n\r\n3\r\nsec\r\n3;ext=1\r\nond\r\n0\r\n"),
+            "round {round}: {text:?}"
+        );
+        assert!(!text.contains("Trailer:"), "{text:?}");
+        buf.clear();
+    }
+    let seen = backend.seen();
+    assert_eq!(seen.len(), 4);
+    assert!(seen.iter().all(|s| s.conn == 1), "{seen:?}");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn headers_are_rewritten_for_the_sandbox() {
+    let backend = Scripted::start(|_, _| Answer::keep("HTTP/1.1 204 No Content\r\n\r\n")).await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    let request = format!(
+        "POST /up?x=1 HTTP/1.1\r\nHost: {}\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\
+         TE: trailers\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Host: spoofed\r\n\
+         Content-Length: 4\r\nX-Kept: yes\r\n\r\nbody",
+        host("alice")
+    );
+    client.write_all(request.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    read_until(&mut client, &mut buf, "204 No Content\r\n\r\n").await;
+    let seen = backend.seen();
+    let head = seen[0].head.to_ascii_lowercase();
+    assert!(head.starts_with("post /up?x=1 http/1.1\r\n"), "{head}");
+    assert!(head.contains("x-kept: yes\r\n"), "{head}");
+    assert!(
+        head.contains("x-forwarded-for: 10.0.0.1, 127.0.0.1\r\n"),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!("x-forwarded-host: {}\r\n", host("alice"))),
+        "{head}"
+    );
+    assert!(head.contains("x-forwarded-proto: http\r\n"), "{head}");
+    for gone in ["keep-alive", "\r\nte:", "spoofed", "connection:"] {
+        assert!(!head.contains(gone), "{gone} in {head}");
+    }
+    assert_eq!(seen[0].body, b"body");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_body_delimited_by_the_close_closes_the_client_connection() {
+    let backend =
+        Scripted::start(|_, _| Answer::close("HTTP/1.1 200 OK\r\n\r\nuntil the end")).await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    let text = read_to_close(&mut client).await;
+    assert!(text.contains("connection: close\r\n"), "{text:?}");
+    assert!(text.ends_with("\r\n\r\nuntil the end"), "{text:?}");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn bodiless_responses_and_early_hints_keep_the_connection() {
+    let backend = Scripted::start(|n, _| match n {
+        0 => Answer::keep("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n"),
+        1 => Answer::keep("HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\n\r\n"),
+        2 => Answer::keep(
+            "HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone",
+        ),
+        _ => Answer::keep("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlast"),
+    })
+    .await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    let head = format!("HEAD / HTTP/1.1\r\nHost: {}\r\n\r\n", host("alice"));
+    client.write_all(head.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    read_until(&mut client, &mut buf, "Content-Length: 9\r\n\r\n").await;
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    read_until(&mut client, &mut buf, "304 Not Modified").await;
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    read_until(&mut client, &mut buf, "done").await;
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    read_until(&mut client, &mut buf, "last").await;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    assert!(
+        text.contains("HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\nHTTP/1.1 200 OK"),
+        "{text:?}"
+    );
+    assert!(backend.seen().iter().all(|s| s.conn == 1));
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order() {
+    let backend = Scripted::start(|n, _| {
+        let body = format!("reply{n}");
+        Answer {
+            bytes: format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes(),
+            close: false,
+        }
+    })
+    .await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    let three = [get("/a", ""), get("/b", ""), get("/c", "")].concat();
+    client.write_all(three.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    read_until(&mut client, &mut buf, "reply2").await;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (a, b) = (text.find("reply0"), text.find("reply1"));
+    assert!(a < b && b < text.find("reply2"), "{text:?}");
+    let paths: Vec<String> = backend
+        .seen()
+        .iter()
+        .map(|s| s.head.split(' ').nth(1).unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(paths, ["/a", "/b", "/c"]);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_connection_the_sandbox_closed_while_idle_is_replaced() {
+    // Every answer closes the backend connection without saying so.
+    let backend = Scripted::start(|n, _| {
+        Answer::close(&format!("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nr{n}"))
+    })
+    .await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    let mut buf = Vec::new();
+    for n in 0..3 {
+        client
+            .write_all(get("/", "").as_bytes())
+            .await
+            .expect("write");
+        read_until(&mut client, &mut buf, &format!("r{n}")).await;
+    }
+    let conns: Vec<usize> = backend.seen().iter().map(|s| s.conn).collect();
+    assert_eq!(conns, [1, 2, 3]);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn broken_responses_get_502_or_a_close_and_other_requests_go_on() {
+    let backend = Scripted::start(|n, _| match n {
+        0 => Answer::close("NOT HTTP AT ALL\r\n\r\n"),
+        1 => Answer::keep("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+        _ => Answer::close("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"),
+    })
+    .await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    let mut buf = Vec::new();
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    read_until(&mut client, &mut buf, "502 Bad Gateway").await;
+    read_until(&mut client, &mut buf, "malformed response head").await;
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    read_until(&mut client, &mut buf, "\r\n\r\nok").await;
+    // A body cut short: the client sees the connection close, never a whole response.
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    let rest = read_to_close(&mut client).await;
+    assert!(rest.ends_with("\r\n\r\nabc"), "{rest:?}");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_the_relay_does_not_cover_moves_the_connection_to_the_full_path() {
+    let backend = Scripted::start(|n, _| {
+        Answer::keep(&format!("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nr{n}"))
+    })
+    .await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    let mut buf = Vec::new();
+    client
+        .write_all(get("/relayed", "").as_bytes())
+        .await
+        .expect("write");
+    read_until(&mut client, &mut buf, "r0").await;
+    // A chunked upload is the full path's: it reaches the sandbox with its body whole.
+    let upload = format!(
+        "POST /upload HTTP/1.1\r\nHost: {}\r\nTransfer-Encoding: chunked\r\n\r\n\
+         4\r\nwiki\r\n5\r\npedia\r\n0\r\n\r\n",
+        host("alice")
+    );
+    client.write_all(upload.as_bytes()).await.expect("write");
+    read_until(&mut client, &mut buf, "r1").await;
+    client
+        .write_all(get("/after", "").as_bytes())
+        .await
+        .expect("write");
+    read_until(&mut client, &mut buf, "r2").await;
+    let seen = backend.seen();
+    assert_eq!(seen[1].body, b"wikipedia", "{seen:?}");
+    assert!(seen[2].head.starts_with("GET /after "), "{seen:?}");
+    let metrics = rouse_proxy::metrics::render();
+    assert!(
+        metrics.contains("rouse_proxy_http_relay_handovers_total{reason=\"framing\"}"),
+        "{metrics}"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_the_relay_off_every_request_takes_the_full_path() {
+    let backend =
+        Scripted::start(|_, _| Answer::keep("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+            .await;
+    let directory = TestDirectory::new();
+    directory.running("alice", backend.addr);
+    let http = "[http]\nlisten = \"127.0.0.1:0\"\nrelay = false\n";
+    let proxy = start(support::config_with_http(http), &directory).await;
+    assert!(!proxy.router().config().http.relay);
+    let addr = proxy.addrs().http.expect("http listener");
+    let mut client = TcpStream::connect(addr).await.expect("connect");
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    let mut buf = Vec::new();
+    read_until(&mut client, &mut buf, "\r\n\r\nok").await;
+    // The full path (hyper) writes header names in lower case and adds a date.
+    let text = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    assert!(text.contains("date: "), "{text:?}");
+    proxy.shutdown().await;
+}
