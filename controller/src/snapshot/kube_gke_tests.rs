@@ -11,7 +11,7 @@ use super::{
     pod_snapshot_ready, trigger,
 };
 use crate::sandbox::fixtures::SandboxBuilder;
-use crate::snapshot::kube_csi::READY_RECHECK;
+use crate::snapshot::kube_plan::READY_RECHECK;
 use crate::snapshot::plan::MISSING_RETRY;
 
 fn snapshot(include_memory: bool) -> SandboxSnapshot {
@@ -134,7 +134,7 @@ fn each_rule_of_the_kube_gke_plan() {
             snapshot(true),
             observed(running(), None, false),
             GkePlan {
-                create_trigger: Some("alice".to_owned()),
+                create: Some("alice".to_owned()),
                 status: status(SnapshotPhase::Pending, "asked GKE to snapshot pod alice"),
                 ..GkePlan::default()
             },
