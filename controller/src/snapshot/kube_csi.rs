@@ -22,8 +22,8 @@ use rouse_shared::api::{Sandbox, SandboxSnapshot};
 use serde_json::{Value, json};
 
 use super::kube_owned::{controlled_by, owned_object};
-use super::kube_plan::{KubePlan, READY_RECHECK, in_progress, pending};
-use super::plan::{MISSING_RETRY, failed};
+use super::kube_plan::{KubePlan, READY_RECHECK, in_progress};
+use super::plan::{MISSING_RETRY, failed, pending};
 use super::quantity;
 use crate::sandbox::VolumeSpec;
 

@@ -27,8 +27,8 @@ use rouse_shared::api::{Sandbox, SandboxSnapshot};
 use serde_json::{Value, json};
 
 use super::kube_owned::{controlled_by, owned_object};
-use super::kube_plan::{KubePlan, READY_RECHECK, in_progress, pending};
-use super::plan::{MISSING_RETRY, failed};
+use super::kube_plan::{KubePlan, READY_RECHECK, in_progress};
+use super::plan::{MISSING_RETRY, failed, pending};
 
 /// `SandboxSnapshot.status.provider` of this provider.
 pub const PROVIDER: &str = "kube-gke";

@@ -1,6 +1,7 @@
-//! The plan both Kubernetes providers return ([`KubePlan`]), and the statuses they share: a
-//! snapshot is in progress until `Ready` or `Failed`, waits as `Pending`, and ends `Ready`
-//! naming itself in its sandbox's `status.lastSnapshot`.
+//! The plan both Kubernetes providers return ([`KubePlan`]): a snapshot is in progress until
+//! `Ready` or `Failed` (the statuses of waiting and failing are [`super::plan::pending`] and
+//! [`super::plan::failed`]), and ends `Ready` naming itself in its sandbox's
+//! `status.lastSnapshot`.
 
 use std::time::Duration;
 
@@ -75,14 +76,4 @@ pub fn in_progress(snapshot: &SandboxSnapshot) -> bool {
     let phase = snapshot.status.as_ref().and_then(|s| s.phase);
     snapshot.meta().deletion_timestamp.is_none()
         && !matches!(phase, Some(SnapshotPhase::Ready | SnapshotPhase::Failed))
-}
-
-/// The `Pending` status of `provider` saying `message`.
-pub fn pending(provider: &str, message: String) -> SandboxSnapshotStatus {
-    SandboxSnapshotStatus {
-        phase: Some(SnapshotPhase::Pending),
-        provider: Some(provider.to_owned()),
-        message: Some(message),
-        ..SandboxSnapshotStatus::default()
-    }
 }

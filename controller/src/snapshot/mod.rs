@@ -11,6 +11,8 @@
 //! mode by [`kube`] with the [`kube_csi`] or [`kube_gke`] provider (what those two share:
 //! [`kube_plan`], [`kube_owned`]).
 
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod kube;
 pub mod kube_csi;
 pub mod kube_gke;
