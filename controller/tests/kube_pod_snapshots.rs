@@ -92,6 +92,13 @@ fn sandbox(env: &Env, name: &str) -> Sandbox {
 
 /// Takes snapshot `monday` of a new ready sandbox `alice`, GKE answering with `ps-123`.
 async fn take_monday(server: &FakeApiServer, env: &Env) -> SandboxSnapshot {
+    monday_until_pod_snapshot(server, env).await;
+    monday_ready(server, env).await
+}
+
+/// Snapshot `monday` of a new ready sandbox `alice` until GKE completed its trigger with
+/// `ps-123`, which is not `Ready` yet.
+async fn monday_until_pod_snapshot(server: &FakeApiServer, env: &Env) {
     env.create(&sandbox(env, "alice")).await;
     env.wait_ready("alice", "True", "DependenciesReady").await;
     let snapshot = create_snapshot(env, "monday", "alice").await;
@@ -125,6 +132,10 @@ async fn take_monday(server: &FakeApiServer, env: &Env) -> SandboxSnapshot {
             .is_some_and(|m| m.contains("PodSnapshot ps-123 to be Ready"))
     })
     .await;
+}
+
+/// `ps-123` turns `Ready`, and so does `monday`.
+async fn monday_ready(server: &FakeApiServer, env: &Env) -> SandboxSnapshot {
     gke_pod_snapshot_ready(server, "ps-123");
     wait_snapshot(env, "monday", "monday Ready", |s| {
         phase(s) == Some(SnapshotPhase::Ready)
@@ -135,7 +146,21 @@ async fn take_monday(server: &FakeApiServer, env: &Env) -> SandboxSnapshot {
 #[tokio::test]
 async fn a_gke_snapshot_is_a_manual_trigger_ready_with_its_pod_snapshot() {
     let (server, _kubelet, env, controller) = fake().await;
-    let ready = take_monday(&server, &env).await;
+    monday_until_pod_snapshot(&server, &env).await;
+    // From here the snapshot's reconciles (one more at least: the PodSnapshot is looked at
+    // again until Ready) read the trigger from the cache of its watch, not from the API.
+    let trigger_reads = server.requests().count("get", "podsnapshotmanualtriggers");
+    let ready = monday_ready(&server, &env).await;
+    assert_eq!(
+        server.requests().count("get", "podsnapshotmanualtriggers"),
+        trigger_reads
+    );
+    assert_eq!(
+        server
+            .requests()
+            .count("watch", "podsnapshotmanualtriggers"),
+        1
+    );
     let status = ready.status.expect("status");
     assert_eq!(status.provider.as_deref(), Some("kube-gke"));
     assert_eq!(

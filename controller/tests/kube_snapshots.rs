@@ -235,6 +235,14 @@ async fn a_fork_waits_for_its_snapshot_then_creates_its_pvcs_from_it() {
         .get("persistentvolumeclaims", "team-a", "data-alice")
         .expect("alice's PVC");
     assert!(source["spec"].get("dataSource").is_none());
+
+    // One list and one watch of snapshots served both controllers: the snapshot controller
+    // took `monday`, and the Sandbox controller started the fork when `monday` turned Ready.
+    let requests = server.requests();
+    assert_eq!(requests.count("list", "sandboxsnapshots"), 1);
+    assert_eq!(requests.count("watch", "sandboxsnapshots"), 1);
+    // The VolumeSnapshots it made are watched once too (their cache is read, not the API).
+    assert_eq!(requests.count("watch", "volumesnapshots"), 1);
     controller.stop().await;
 }
 

@@ -1,7 +1,8 @@
 //! The Sandbox controller on Kubernetes: kube-runtime's applier fed by watches of Sandboxes
 //! and of the Pods, Services and PVCs they own (and of the `SandboxSnapshot`s forks start
 //! from), behind leader election on a Lease, with Events, metrics and health probes; beside
-//! it the extension controllers and the `SandboxSnapshot` controller.
+//! it the extension controllers and the `SandboxSnapshot` controller (which runs on the same
+//! watch of snapshots).
 //!
 //! # Example
 //! ```no_run
@@ -40,6 +41,7 @@ pub use http::{Probes, install_metrics, serve_probes};
 pub use lease::{LeaderElector, LeaseConfig, LeaseError};
 
 use crate::platform::kube::{KubeCache, KubePlatform, PodIndex};
+use crate::snapshot::kube::SnapshotFeed;
 
 /// Settings of `rouse controller`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,15 +239,19 @@ where
     )
     .default_backoff()
     .touched_objects();
-    let snapshot_events = reflector(
-        snapshot_writer,
-        watcher(
-            scoped::<SandboxSnapshot>(client.clone(), ns),
-            watcher::Config::default(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
+    // The one watch of snapshots: forks read its cache, and it feeds the snapshot controller.
+    let (snapshot_feed, snapshot_events) = SnapshotFeed::share(
+        snapshots.clone(),
+        reflector(
+            snapshot_writer,
+            watcher(
+                scoped::<SandboxSnapshot>(client.clone(), ns),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff()
+        .touched_objects(),
+    );
     // A fork waiting for its snapshot starts as soon as the snapshot changes.
     let forks = {
         let sandboxes = sandboxes.clone();
@@ -353,6 +359,7 @@ where
         client.clone(),
         config.namespace.clone(),
         config.snapshots.clone(),
+        snapshot_feed,
         stop.clone(),
     );
     tokio::join!(applier, gauges, extensions, snapshot_controller);

@@ -14,20 +14,16 @@
 //!   `restoreSize`); `Failed` as soon as one reports an error or one of that name is not the
 //!   snapshot's own.
 
-use std::time::Duration;
-
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::{Resource, ResourceExt};
-use rouse_shared::api::keys::SANDBOX_NAME_HASH;
-use rouse_shared::api::{
-    LastSnapshot, Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SnapshotPhase,
-};
-use rouse_shared::names::sandbox_name_hash;
+use rouse_shared::api::{Sandbox, SandboxSnapshot};
 use serde_json::{Value, json};
 
-use super::plan::{MISSING_RETRY, failed};
+use super::kube_owned::{controlled_by, owned_object};
+use super::kube_plan::{KubePlan, READY_RECHECK, in_progress};
+use super::plan::{MISSING_RETRY, failed, pending};
 use super::quantity;
 use crate::sandbox::VolumeSpec;
 
@@ -39,16 +35,8 @@ pub const GROUP: &str = "snapshot.storage.k8s.io";
 pub const VERSION: &str = "v1";
 /// Kind of a CSI volume snapshot.
 pub const KIND: &str = "VolumeSnapshot";
-/// Label on a `VolumeSnapshot`: the UID of the `SandboxSnapshot` it belongs to (a UID always
-/// fits a label value; a name may not).
-pub const SNAPSHOT_UID_LABEL: &str = "rouse.dev/snapshot-uid";
 /// Label on a `VolumeSnapshot`: the volume claim template it keeps.
 pub const VOLUME_LABEL: &str = "rouse.dev/volume";
-/// Annotation on a `VolumeSnapshot`: the name of the `SandboxSnapshot` it belongs to.
-pub const SNAPSHOT_ANNOTATION: &str = "rouse.dev/snapshot";
-/// A snapshot waiting for its `VolumeSnapshot`s to become ready to use is looked at again
-/// this often, besides the watch of them (a safety net for a missed event).
-pub const READY_RECHECK: Duration = Duration::from_secs(30);
 /// Longest object name (a DNS subdomain).
 const MAX_NAME: usize = 253;
 
@@ -67,9 +55,8 @@ pub fn volume_snapshot_name(volume: &str, snapshot: &str) -> String {
 }
 
 /// The `VolumeSnapshot` of one volume of `sandbox` for `snapshot`: its source is the volume's
-/// PVC, it is labelled for the snapshot and controlled by it (deleting the `SandboxSnapshot`
-/// deletes it through garbage collection). `class` is the `VolumeSnapshotClass`, `None` for
-/// the cluster's default.
+/// PVC, it is labelled with the volume and owned by the snapshot
+/// ([`owned_object`]). `class` is the `VolumeSnapshotClass`, `None` for the cluster's default.
 pub fn volume_snapshot(
     snapshot: &SandboxSnapshot,
     sandbox: &Sandbox,
@@ -77,31 +64,18 @@ pub fn volume_snapshot(
     class: Option<&str>,
 ) -> DynamicObject {
     let name = volume_snapshot_name(&volume.volume_name, &snapshot.name_any());
-    let mut object = DynamicObject::new(&name, &api_resource());
-    object.metadata.namespace = snapshot.namespace();
-    object.metadata.labels = Some(
-        [
-            (
-                SNAPSHOT_UID_LABEL.to_owned(),
-                snapshot.uid().unwrap_or_default(),
-            ),
-            (VOLUME_LABEL.to_owned(), volume.volume_name.clone()),
-            (
-                SANDBOX_NAME_HASH.to_owned(),
-                sandbox_name_hash(&sandbox.name_any()),
-            ),
-        ]
-        .into(),
-    );
-    object.metadata.annotations =
-        Some([(SNAPSHOT_ANNOTATION.to_owned(), snapshot.name_any())].into());
-    object.metadata.owner_references = snapshot.controller_owner_ref(&()).map(|r| vec![r]);
     let mut spec = json!({"source": {"persistentVolumeClaimName": volume.claim_name}});
     if let Some(class) = class {
         spec["volumeSnapshotClassName"] = Value::from(class);
     }
-    object.data = json!({ "spec": spec });
-    object
+    owned_object(
+        &api_resource(),
+        &name,
+        snapshot,
+        sandbox,
+        [(VOLUME_LABEL.to_owned(), volume.volume_name.clone())],
+        json!({ "spec": spec }),
+    )
 }
 
 /// What a `VolumeSnapshot` reports, as far as a snapshot's status needs it.
@@ -128,10 +102,7 @@ impl VolumeSnapshotState {
         let error = &status["error"];
         Self {
             name: object.name_any(),
-            owned: object
-                .owner_references()
-                .iter()
-                .any(|r| r.controller == Some(true) && r.uid == owner_uid),
+            owned: controlled_by(object, owner_uid),
             ready: status["readyToUse"].as_bool().unwrap_or(false),
             created: status["creationTime"]
                 .as_str()
@@ -166,47 +137,18 @@ pub struct CsiObserved {
     pub volumes: Option<Vec<CsiVolume>>,
 }
 
-/// What to do for one snapshot, and the status to write.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CsiPlan {
-    /// The volumes whose `VolumeSnapshot` to create now.
-    pub create: Vec<VolumeSpec>,
-    /// The desired status; written when it differs from the current one.
-    pub status: SandboxSnapshotStatus,
-    /// `status.lastSnapshot` to set on the source sandbox (written before the status).
-    pub last_snapshot: Option<LastSnapshot>,
-    /// Reconcile again after this long even if nothing changes.
-    pub requeue_after: Option<Duration>,
-}
-
-/// True while the snapshot still needs work: not being deleted, neither `Ready` nor `Failed`.
-pub fn in_progress(snapshot: &SandboxSnapshot) -> bool {
-    let phase = snapshot.status.as_ref().and_then(|s| s.phase);
-    snapshot.meta().deletion_timestamp.is_none()
-        && !matches!(phase, Some(SnapshotPhase::Ready | SnapshotPhase::Failed))
-}
+/// What to do for one snapshot: the volumes whose `VolumeSnapshot` to create now, and the
+/// status to write.
+pub type CsiPlan = KubePlan<Vec<VolumeSpec>>;
 
 /// Plans one reconcile of `snapshot`; see the module documentation for the rules.
 pub fn plan(snapshot: &SandboxSnapshot, observed: &CsiObserved) -> CsiPlan {
-    let previous = snapshot.status.clone().unwrap_or_default();
     if !in_progress(snapshot) {
-        return CsiPlan {
-            status: previous,
-            ..CsiPlan::default()
-        };
+        return CsiPlan::unchanged(snapshot);
     }
     let sandbox = &snapshot.spec.sandbox_name;
-    let pending = |message: String| SandboxSnapshotStatus {
-        phase: Some(SnapshotPhase::Pending),
-        provider: Some(PROVIDER.to_owned()),
-        message: Some(message),
-        ..SandboxSnapshotStatus::default()
-    };
-    let settle = |status: SandboxSnapshotStatus, requeue_after: Option<Duration>| CsiPlan {
-        status,
-        requeue_after,
-        ..CsiPlan::default()
-    };
+    let pending = |message: String| pending(PROVIDER, message);
+    let settle = CsiPlan::settle;
     let Some(volumes) = &observed.volumes else {
         return settle(
             pending(format!("waiting for sandbox {sandbox} to exist")),
@@ -333,18 +275,8 @@ pub fn plan(snapshot: &SandboxSnapshot, observed: &CsiObserved) -> CsiPlan {
     } else {
         format!("kept the volumes (memory is not kept): {}", kept.join(", "))
     };
-    CsiPlan {
-        create: Vec::new(),
-        status: SandboxSnapshotStatus {
-            phase: Some(SnapshotPhase::Ready),
-            taken_at: taken_at.clone(),
-            size_bytes: Some(i64::try_from(size).unwrap_or(i64::MAX)),
-            provider: Some(PROVIDER.to_owned()),
-            message: Some(message),
-        },
-        last_snapshot: Some(LastSnapshot { name, taken_at }),
-        requeue_after: None,
-    }
+    let size = i64::try_from(size).unwrap_or(i64::MAX);
+    CsiPlan::ready(snapshot, PROVIDER, taken_at, Some(size), message)
 }
 
 #[cfg(test)]

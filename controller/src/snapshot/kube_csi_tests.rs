@@ -2,8 +2,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use rouse_shared::api::{
-    LastSnapshot, Sandbox, SandboxSnapshot, SandboxSnapshotSpec, SandboxSnapshotStatus,
-    SnapshotPhase,
+    LastSnapshot, Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SnapshotPhase,
 };
 use serde_json::json;
 
@@ -13,17 +12,10 @@ use super::{
 };
 use crate::sandbox::fixtures::SandboxBuilder;
 use crate::sandbox::volume_specs;
+use crate::snapshot::fixtures::monday;
 
 fn snapshot(phase: Option<SnapshotPhase>, include_memory: bool) -> SandboxSnapshot {
-    let mut s = SandboxSnapshot::new(
-        "monday",
-        SandboxSnapshotSpec {
-            sandbox_name: "alice".to_owned(),
-            include_memory,
-        },
-    );
-    s.metadata.uid = Some("uid-1".to_owned());
-    s.metadata.namespace = Some("team-a".to_owned());
+    let mut s = monday(include_memory);
     s.status = phase.map(|phase| SandboxSnapshotStatus {
         phase: Some(phase),
         message: Some("before".to_owned()),

@@ -21,17 +21,14 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::{Resource, ResourceExt};
-use rouse_shared::api::keys::SANDBOX_NAME_HASH;
-use rouse_shared::api::{
-    LastSnapshot, Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SnapshotPhase,
-};
-use rouse_shared::names::sandbox_name_hash;
+use rouse_shared::api::{Sandbox, SandboxSnapshot};
 use serde_json::{Value, json};
 
-use super::kube_csi::{READY_RECHECK, SNAPSHOT_ANNOTATION, SNAPSHOT_UID_LABEL, in_progress};
-use super::plan::{MISSING_RETRY, failed};
+use super::kube_owned::{controlled_by, owned_object};
+use super::kube_plan::{KubePlan, READY_RECHECK, in_progress};
+use super::plan::{MISSING_RETRY, failed, pending};
 
 /// `SandboxSnapshot.status.provider` of this provider.
 pub const PROVIDER: &str = "kube-gke";
@@ -68,29 +65,17 @@ pub fn pod_snapshot_resource() -> ApiResource {
     )
 }
 
-/// The trigger asking GKE to snapshot `pod` for `snapshot`: named like the snapshot,
-/// labelled for it and controlled by it (deleting the `SandboxSnapshot` deletes it).
+/// The trigger asking GKE to snapshot `pod` for `snapshot`: named like the snapshot and
+/// owned by it ([`owned_object`]).
 pub fn trigger(snapshot: &SandboxSnapshot, sandbox: &Sandbox, pod: &str) -> DynamicObject {
-    let mut object = DynamicObject::new(&snapshot.name_any(), &trigger_resource());
-    object.metadata.namespace = snapshot.namespace();
-    object.metadata.labels = Some(
-        [
-            (
-                SNAPSHOT_UID_LABEL.to_owned(),
-                snapshot.uid().unwrap_or_default(),
-            ),
-            (
-                SANDBOX_NAME_HASH.to_owned(),
-                sandbox_name_hash(&sandbox.name_any()),
-            ),
-        ]
-        .into(),
-    );
-    object.metadata.annotations =
-        Some([(SNAPSHOT_ANNOTATION.to_owned(), snapshot.name_any())].into());
-    object.metadata.owner_references = snapshot.controller_owner_ref(&()).map(|r| vec![r]);
-    object.data = json!({"spec": {"targetPod": pod}});
-    object
+    owned_object(
+        &trigger_resource(),
+        &snapshot.name_any(),
+        snapshot,
+        sandbox,
+        [],
+        json!({"spec": {"targetPod": pod}}),
+    )
 }
 
 /// Where a trigger stands.
@@ -161,10 +146,7 @@ impl TriggerState {
         };
         Self {
             name: object.name_any(),
-            owned: object
-                .owner_references()
-                .iter()
-                .any(|r| r.controller == Some(true) && r.uid == owner_uid),
+            owned: controlled_by(object, owner_uid),
             target_pod: object.data["spec"]["targetPod"]
                 .as_str()
                 .unwrap_or_default()
@@ -208,40 +190,19 @@ pub struct GkeObserved {
     pub pod_snapshot_ready: bool,
 }
 
-/// What to do for one snapshot, and the status to write.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct GkePlan {
-    /// Create the trigger for this pod now.
-    pub create_trigger: Option<String>,
-    /// The desired status.
-    pub status: SandboxSnapshotStatus,
-    /// `status.lastSnapshot` to set on the source sandbox.
-    pub last_snapshot: Option<LastSnapshot>,
-    /// Reconcile again after this long even if nothing changes.
-    pub requeue_after: Option<Duration>,
-}
+/// What to do for one snapshot: the pod to create the trigger for now, and the status to
+/// write.
+pub type GkePlan = KubePlan<Option<String>>;
 
 /// Plans one reconcile of `snapshot`; see the module documentation for the rules.
 pub fn plan(snapshot: &SandboxSnapshot, observed: &GkeObserved) -> GkePlan {
     if !in_progress(snapshot) {
-        return GkePlan {
-            status: snapshot.status.clone().unwrap_or_default(),
-            ..GkePlan::default()
-        };
+        return GkePlan::unchanged(snapshot);
     }
     let name = snapshot.name_any();
     let sandbox = &snapshot.spec.sandbox_name;
-    let status = |phase: SnapshotPhase, message: String| SandboxSnapshotStatus {
-        phase: Some(phase),
-        provider: Some(PROVIDER.to_owned()),
-        message: Some(message),
-        ..SandboxSnapshotStatus::default()
-    };
-    let settle = |status: SandboxSnapshotStatus, requeue_after: Option<Duration>| GkePlan {
-        status,
-        requeue_after,
-        ..GkePlan::default()
-    };
+    let pending = |message: String| pending(PROVIDER, message);
+    let settle = GkePlan::settle;
     if let Some(trigger) = &observed.trigger {
         if !trigger.owned {
             let message = format!(
@@ -256,18 +217,17 @@ pub fn plan(snapshot: &SandboxSnapshot, observed: &GkeObserved) -> GkePlan {
                 None,
             ),
             TriggerOutcome::Waiting => settle(
-                status(
-                    SnapshotPhase::Pending,
-                    format!("waiting for GKE to snapshot pod {}", trigger.target_pod),
-                ),
+                pending(format!(
+                    "waiting for GKE to snapshot pod {}",
+                    trigger.target_pod
+                )),
                 Some(READY_RECHECK),
             ),
             TriggerOutcome::Complete { pod_snapshot, .. } if !observed.pod_snapshot_ready => {
                 settle(
-                    status(
-                        SnapshotPhase::Pending,
-                        format!("waiting for {POD_SNAPSHOT_KIND} {pod_snapshot} to be Ready"),
-                    ),
+                    pending(format!(
+                        "waiting for {POD_SNAPSHOT_KIND} {pod_snapshot} to be Ready"
+                    )),
                     Some(POD_SNAPSHOT_RECHECK),
                 )
             }
@@ -282,28 +242,14 @@ pub fn plan(snapshot: &SandboxSnapshot, observed: &GkeObserved) -> GkePlan {
                         "; includeMemory is false, but a GKE pod snapshot always keeps memory",
                     );
                 }
-                let taken_at = at.map(Time);
-                GkePlan {
-                    status: SandboxSnapshotStatus {
-                        phase: Some(SnapshotPhase::Ready),
-                        taken_at: taken_at.clone(),
-                        // GKE reports no size on the objects the provider reads.
-                        size_bytes: None,
-                        provider: Some(PROVIDER.to_owned()),
-                        message: Some(message),
-                    },
-                    last_snapshot: Some(LastSnapshot { name, taken_at }),
-                    ..GkePlan::default()
-                }
+                // GKE reports no size on the objects the provider reads.
+                GkePlan::ready(snapshot, PROVIDER, at.map(Time), None, message)
             }
         };
     }
     match &observed.source {
         GkeSource::Missing => settle(
-            status(
-                SnapshotPhase::Pending,
-                format!("waiting for sandbox {sandbox} to exist"),
-            ),
+            pending(format!("waiting for sandbox {sandbox} to exist")),
             Some(MISSING_RETRY),
         ),
         GkeSource::Stopped(why) => settle(
@@ -317,18 +263,12 @@ pub fn plan(snapshot: &SandboxSnapshot, observed: &GkeObserved) -> GkePlan {
             None,
         ),
         GkeSource::NotReady(why) => settle(
-            status(
-                SnapshotPhase::Pending,
-                format!("waiting for sandbox {sandbox} to be ready: {why}"),
-            ),
+            pending(format!("waiting for sandbox {sandbox} to be ready: {why}")),
             Some(MISSING_RETRY),
         ),
         GkeSource::Running(pod) => GkePlan {
-            create_trigger: Some(pod.clone()),
-            status: status(
-                SnapshotPhase::Pending,
-                format!("asked GKE to snapshot pod {pod}"),
-            ),
+            create: Some(pod.clone()),
+            status: pending(format!("asked GKE to snapshot pod {pod}")),
             ..GkePlan::default()
         },
     }

@@ -1,8 +1,7 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rouse_shared::api::{
-    LastSnapshot, Sandbox, SandboxSnapshot, SandboxSnapshotSpec, SandboxSnapshotStatus,
-    SnapshotPhase,
+    LastSnapshot, Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SnapshotPhase,
 };
 use serde_json::json;
 
@@ -11,21 +10,9 @@ use super::{
     pod_snapshot_ready, trigger,
 };
 use crate::sandbox::fixtures::SandboxBuilder;
-use crate::snapshot::kube_csi::READY_RECHECK;
+use crate::snapshot::fixtures::monday;
+use crate::snapshot::kube_plan::READY_RECHECK;
 use crate::snapshot::plan::MISSING_RETRY;
-
-fn snapshot(include_memory: bool) -> SandboxSnapshot {
-    let mut s = SandboxSnapshot::new(
-        "monday",
-        SandboxSnapshotSpec {
-            sandbox_name: "alice".to_owned(),
-            include_memory,
-        },
-    );
-    s.metadata.uid = Some("uid-1".to_owned());
-    s.metadata.namespace = Some("team-a".to_owned());
-    s
-}
 
 fn at() -> Timestamp {
     "2026-12-03T12:00:09Z".parse().expect("time")
@@ -93,7 +80,7 @@ fn each_rule_of_the_kube_gke_plan() {
     let cases: Vec<(&str, SandboxSnapshot, GkeObserved, GkePlan)> = vec![
         (
             "no sandbox: pending, look again",
-            snapshot(true),
+            monday(true),
             observed(GkeSource::Missing, None, false),
             settled(
                 status(SnapshotPhase::Pending, "waiting for sandbox alice to exist"),
@@ -102,7 +89,7 @@ fn each_rule_of_the_kube_gke_plan() {
         ),
         (
             "a suspended sandbox has no pod: failed",
-            snapshot(true),
+            monday(true),
             observed(GkeSource::Stopped("is suspended".to_owned()), None, false),
             settled(
                 status(
@@ -115,7 +102,7 @@ fn each_rule_of_the_kube_gke_plan() {
         ),
         (
             "a starting sandbox: pending, look again",
-            snapshot(true),
+            monday(true),
             observed(
                 GkeSource::NotReady("DependenciesNotReady: pod pending".to_owned()),
                 None,
@@ -131,17 +118,17 @@ fn each_rule_of_the_kube_gke_plan() {
         ),
         (
             "a ready sandbox: create the trigger for its pod",
-            snapshot(true),
+            monday(true),
             observed(running(), None, false),
             GkePlan {
-                create_trigger: Some("alice".to_owned()),
+                create: Some("alice".to_owned()),
                 status: status(SnapshotPhase::Pending, "asked GKE to snapshot pod alice"),
                 ..GkePlan::default()
             },
         ),
         (
             "the trigger waits: pending",
-            snapshot(true),
+            monday(true),
             observed(running(), Some(state(TriggerOutcome::Waiting)), false),
             settled(
                 status(
@@ -153,7 +140,7 @@ fn each_rule_of_the_kube_gke_plan() {
         ),
         (
             "once the trigger exists the sandbox no longer matters",
-            snapshot(true),
+            monday(true),
             observed(
                 GkeSource::Missing,
                 Some(state(TriggerOutcome::Waiting)),
@@ -169,7 +156,7 @@ fn each_rule_of_the_kube_gke_plan() {
         ),
         (
             "complete, its PodSnapshot not ready yet: pending, look again",
-            snapshot(true),
+            monday(true),
             observed(running(), Some(state(complete())), false),
             settled(
                 status(
@@ -181,13 +168,13 @@ fn each_rule_of_the_kube_gke_plan() {
         ),
         (
             "complete and ready: the trigger's time, no size",
-            snapshot(true),
+            monday(true),
             observed(running(), Some(state(complete())), true),
             ready(kept),
         ),
         (
             "memory is kept even when not asked for, and the message says so",
-            snapshot(false),
+            monday(false),
             observed(running(), Some(state(complete())), true),
             ready(&format!(
                 "{kept}; includeMemory is false, but a GKE pod snapshot always keeps memory"
@@ -195,7 +182,7 @@ fn each_rule_of_the_kube_gke_plan() {
         ),
         (
             "the trigger failed: failed with its message",
-            snapshot(true),
+            monday(true),
             observed(
                 running(),
                 Some(state(TriggerOutcome::Failed(
@@ -213,7 +200,7 @@ fn each_rule_of_the_kube_gke_plan() {
         ),
         (
             "someone else's trigger of that name: failed",
-            snapshot(true),
+            monday(true),
             observed(
                 running(),
                 Some(TriggerState {
@@ -240,7 +227,7 @@ fn each_rule_of_the_kube_gke_plan() {
 fn the_trigger_object_and_what_gke_reports_on_it() {
     let mut sandbox = Sandbox::test("alice");
     sandbox.metadata.namespace = Some("team-a".to_owned());
-    let object = trigger(&snapshot(true), &sandbox, "alice");
+    let object = trigger(&monday(true), &sandbox, "alice");
     let value = serde_json::to_value(&object).expect("json");
     assert_eq!(value["apiVersion"], "podsnapshot.gke.io/v1");
     assert_eq!(value["kind"], "PodSnapshotManualTrigger");

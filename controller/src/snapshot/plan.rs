@@ -137,8 +137,18 @@ pub fn ready(record: &SnapshotRecord) -> SandboxSnapshotStatus {
 
 /// The `Failed` status for a take that failed for good.
 pub fn failed(provider: &str, message: String) -> SandboxSnapshotStatus {
+    said(SnapshotPhase::Failed, provider, message)
+}
+
+/// The `Pending` status of `provider` saying `message` (what it waits for).
+pub fn pending(provider: &str, message: String) -> SandboxSnapshotStatus {
+    said(SnapshotPhase::Pending, provider, message)
+}
+
+/// A status of `phase` by `provider` with `message` alone.
+fn said(phase: SnapshotPhase, provider: &str, message: String) -> SandboxSnapshotStatus {
     SandboxSnapshotStatus {
-        phase: Some(SnapshotPhase::Failed),
+        phase: Some(phase),
         provider: Some(provider.to_owned()),
         message: Some(message),
         ..SandboxSnapshotStatus::default()

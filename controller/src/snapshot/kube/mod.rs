@@ -3,12 +3,18 @@
 //! ([`super::kube_csi`] in [`csi`], [`super::kube_gke`] in [`gke`]) and writing through the
 //! [`KubeStore`].
 //!
-//! The controller runs beside the Sandbox controller under the same lease. Reads in a
-//! reconcile go to the API server (a few GETs per snapshot in progress); a settled snapshot
-//! (`Ready`, `Failed`) costs nothing.
+//! The controller runs beside the Sandbox controller under the same lease, on that
+//! controller's watch of the snapshots ([`SnapshotFeed`]); it watches the kind of object its
+//! provider makes (labelled ones only) and reads them from that watch's cache
+//! ([`owned`]). Its other reads go to the API server (the sandbox, its PVCs, a `PodSnapshot`):
+//! a few GETs per snapshot in progress; a settled snapshot (`Ready`, `Failed`) costs nothing.
 
 mod csi;
+mod feed;
 mod gke;
+mod owned;
+
+pub use feed::SnapshotFeed;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -17,15 +23,18 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::DynamicObject;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store as Cache};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use rouse_shared::api::{
-    LastSnapshot, Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SandboxStatus, SnapshotPhase,
+    Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SandboxStatus, SnapshotPhase,
 };
 use rouse_shared::store::{KubeStore, ObjectKey, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
+use super::kube_owned::SNAPSHOT_UID_LABEL;
+use super::kube_plan::{KubePlan, in_progress};
 use super::{kube_csi, kube_gke};
 use crate::status::status_patch;
 
@@ -122,54 +131,46 @@ struct Context {
     client: Client,
     store: KubeStore,
     config: KubeSnapshotConfig,
+    /// The objects of the provider's kind this controller labelled, as their watch last saw
+    /// them; `None` when the cluster does not serve the kind.
+    owned: Option<Cache<DynamicObject>>,
     /// Consecutive failures per snapshot, for the backoff (cleared on success).
     failures: std::sync::Mutex<std::collections::HashMap<ObjectKey, u32>>,
 }
 
-fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-/// Runs the snapshot controller until `stop`.
+/// Runs the snapshot controller on `feed` until `stop`.
 pub async fn run(
     client: Client,
     namespace: Option<String>,
     config: KubeSnapshotConfig,
+    feed: SnapshotFeed,
     stop: CancellationToken,
 ) {
-    let ns = namespace.as_deref();
-    let wc = watcher::Config::default();
     let controller_config =
         kube::runtime::controller::Config::default().concurrency(config.concurrency.max(1));
     let owned = match config.provider {
         KubeSnapshotProvider::Csi => kube_csi::api_resource(),
         KubeSnapshotProvider::Gke => kube_gke::trigger_resource(),
     };
-    let owned_api: Api<DynamicObject> = match ns {
+    let owned_api: Api<DynamicObject> = match namespace.as_deref() {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &owned),
         None => Api::all_with(client.clone(), &owned),
     };
-    let ctx = Arc::new(Context {
-        store: KubeStore::new(client.clone()),
-        client: client.clone(),
-        config,
-        failures: std::sync::Mutex::new(std::collections::HashMap::new()),
-    });
-    let mut controller = Controller::new(scoped::<SandboxSnapshot>(&client, ns), wc.clone())
-        .with_config(controller_config);
+    let (snapshots, triggers) = feed.into_parts();
+    let mut controller = Controller::for_stream(triggers, snapshots).with_config(controller_config);
     // A kind the cluster does not serve is not watched: its watch would fail forever, and
     // kube-runtime backs off the whole trigger stream on each failure, starving the
-    // snapshots' own watch. Creating one then fails the snapshot with a clear message.
+    // snapshots' own triggers. Creating one then fails the snapshot with a clear message.
+    let mut owned_cache = None;
     if served(&owned_api).await {
+        let writer = reflector::store::Writer::new(owned.clone());
+        owned_cache = Some(writer.as_reader());
         // Only objects this controller labelled are watched.
-        controller =
-            controller.owns_with(owned_api, owned, wc.labels(kube_csi::SNAPSHOT_UID_LABEL));
+        let wc = watcher::Config::default().labels(SNAPSHOT_UID_LABEL);
+        let watch = reflector::reflector(writer, watcher(owned_api, wc))
+            .default_backoff()
+            .touched_objects();
+        controller = controller.owns_stream_with(watch, owned);
     } else {
         warn!(
             kind = %owned.kind,
@@ -177,6 +178,13 @@ pub async fn run(
             "the cluster does not serve the kind this snapshot provider makes; snapshots will fail"
         );
     }
+    let ctx = Arc::new(Context {
+        store: KubeStore::new(client.clone()),
+        client,
+        config,
+        owned: owned_cache,
+        failures: std::sync::Mutex::new(std::collections::HashMap::new()),
+    });
     let running = controller
         .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(reconcile, error_policy, ctx)
@@ -236,7 +244,7 @@ async fn reconcile(
     let key = ObjectKey::of(snapshot.as_ref());
     let span = tracing::info_span!("reconcile_snapshot", snapshot.key = %key);
     let result = async {
-        if !kube_csi::in_progress(&snapshot) {
+        if !in_progress(&snapshot) {
             return Ok(Action::await_change());
         }
         match ctx.config.provider {
@@ -287,16 +295,15 @@ fn dynamic_api(
 /// Writes what a plan decided: the sandbox's `lastSnapshot` first (so a crash in between
 /// only repeats it), then the snapshot's status when it changed; the requeue as an
 /// [`Action`].
-async fn write_outcome(
+async fn write_outcome<C>(
     ctx: &Context,
     snapshot: &SandboxSnapshot,
     sandbox: Option<&Sandbox>,
-    last_snapshot: Option<LastSnapshot>,
-    status: &SandboxSnapshotStatus,
-    requeue_after: Option<Duration>,
+    planned: KubePlan<C>,
 ) -> Result<Action, SnapshotError> {
     let key = ObjectKey::of(snapshot);
-    if let (Some(last), Some(sandbox)) = (last_snapshot, sandbox) {
+    let status = &planned.status;
+    if let (Some(last), Some(sandbox)) = (planned.last_snapshot, sandbox) {
         let sandbox_key = ObjectKey::of(sandbox);
         let previous = sandbox.status.clone().unwrap_or_default();
         let wanted = SandboxStatus {
@@ -340,5 +347,7 @@ async fn write_outcome(
             }
         }
     }
-    Ok(requeue_after.map_or_else(Action::await_change, Action::requeue))
+    Ok(planned
+        .requeue_after
+        .map_or_else(Action::await_change, Action::requeue))
 }
