@@ -228,7 +228,8 @@ async fn serve_plain(
     };
     // The relay takes a whole first head; anything else starts on the full path.
     let (bytes, stream, handover) = if complete && router.config().http.relay {
-        match Box::pin(relay::serve(router.clone(), stream, peer, bytes, handover)).await {
+        let relayed = relay::serve(router.clone(), stream, peer, Scheme::Http, bytes, handover);
+        match Box::pin(relayed).await {
             relay::Outcome::Closed => return,
             relay::Outcome::HandOver {
                 bytes,
@@ -243,6 +244,40 @@ async fn serve_plain(
     bytes.shrink_to_fit();
     let io = rewind::Rewind::new(bytes, stream);
     Box::pin(serve(router, client, io, peer, Scheme::Http, handover)).await;
+}
+
+/// Serves an HTTP/1.1 connection after TLS (no `h2` negotiated): through the relay when it is
+/// on, then (or at once) the full path with the bytes read.
+pub(crate) async fn serve_http1_tls<IO>(
+    router: Router,
+    client: Arc<UpstreamClient>,
+    io: IO,
+    peer: SocketAddr,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    if !router.config().http.relay {
+        return serve_http_connection(router, client, io, peer, Scheme::Https).await;
+    }
+    let relayed = relay::serve(
+        router.clone(),
+        io,
+        peer,
+        Scheme::Https,
+        Vec::new(),
+        Handover::default(),
+    );
+    match Box::pin(relayed).await {
+        relay::Outcome::Closed => {}
+        relay::Outcome::HandOver {
+            bytes,
+            stream,
+            handover,
+        } => {
+            let io = rewind::Rewind::new(bytes, stream);
+            Box::pin(serve(router, client, io, peer, Scheme::Https, handover)).await;
+        }
+    }
 }
 
 /// Counts a client that sent nothing within the header read timeout.

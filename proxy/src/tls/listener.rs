@@ -63,5 +63,10 @@ async fn handle(
             return;
         }
     };
-    serve_http_connection(router, client, tls, peer, Scheme::Https).await;
+    // HTTP/2 takes the full path; HTTP/1.1 (negotiated, or no ALPN) the relay.
+    if tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice()) {
+        serve_http_connection(router, client, tls, peer, Scheme::Https).await;
+    } else {
+        crate::l7::serve_http1_tls(router, client, tls, peer).await;
+    }
 }

@@ -107,3 +107,58 @@ async fn https_with_alpn_h2_reaches_the_sandbox_with_the_certificate_for_its_nam
         .expect("handshake with the default certificate");
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn https_http1_keep_alive_requests_and_a_chunked_upload_share_one_connection() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wildcard = cert(dir.path(), "wildcard", &["*.default.sandbox.localhost"]);
+    let directory = rouse_proxy::StaticDirectory::new(&[]);
+    running(&directory, "hana", 80, http_backend().await);
+    let extra = format!(
+        "[https]\nlisten = \"127.0.0.1:0\"\n[[https.certificates]]\ncert = {:?}\nkey = {:?}\n",
+        wildcard.cert_path, wildcard.key_path
+    );
+    let proxy = start(&extra, &directory).await;
+    let addr = proxy.addrs().https.expect("https listener");
+    let config = client_config(&[&wildcard.der], &[b"http/1.1"]);
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from(host("hana")).expect("name");
+    let tls = TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .expect("handshake");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("http/1.1 handshake");
+    tokio::spawn(conn);
+    // Two relayed requests, then a chunked upload (the full path's), then one more: all on
+    // the one client connection.
+    for (path, chunked) in [("/a", false), ("/b", false), ("/up", true), ("/c", false)] {
+        sender.ready().await.expect("connection stays open");
+        let body = http_body_util::StreamBody::new(futures::stream::iter(
+            chunked
+                .then(|| Ok::<_, Infallible>(hyper::body::Frame::data(Bytes::from("data"))))
+                .into_iter(),
+        ));
+        let req = Request::post(path)
+            .header("host", host("hana"))
+            .body(body)
+            .expect("request");
+        let response = tokio::time::timeout(PATIENCE, sender.send_request(req))
+            .await
+            .expect("a response")
+            .expect("response");
+        assert_eq!(response.status(), 200, "{path}");
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            format!("proto=https host={} path={path}", host("hana"))
+        );
+    }
+    proxy.shutdown().await;
+}

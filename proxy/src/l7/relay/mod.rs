@@ -1,4 +1,5 @@
-//! The HTTP/1.1 relay: plain keep-alive requests forwarded as bytes.
+//! The HTTP/1.1 relay: keep-alive requests forwarded as bytes (plain HTTP, and HTTPS without
+//! `h2` negotiated).
 //!
 //! A request head is parsed in place and rewritten for the sandbox in one pass (hop-by-hop
 //! headers dropped, `X-Forwarded-*` set), written on the client connection's own upstream
@@ -23,8 +24,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
@@ -34,6 +34,7 @@ use self::request::{Forwarded, Parsed};
 use self::response::Framing;
 use self::upstream::Upstream;
 use super::handover::Handover;
+use super::headers::Scheme;
 use super::route_cache::RouteCache;
 use super::service::status_label;
 use crate::activity::ConnectionGuard;
@@ -50,27 +51,32 @@ const READ_ROOM: usize = 4096;
 const RESPONSE_BUF: usize = 16 * 1024;
 
 /// How a relayed connection ended.
-pub(super) enum Outcome {
+pub(super) enum Outcome<IO> {
     /// Closed (by either side, a limit or the drain).
     Closed,
     /// A request the relay does not cover: the full path serves the connection from here.
     HandOver {
         /// The bytes read and not yet served, from the start of that request.
         bytes: Vec<u8>,
-        stream: TcpStream,
+        stream: IO,
         handover: Handover,
     },
 }
 
-/// Relays the requests of a plain HTTP/1.1 connection whose first request head is in `bytes`.
-pub(super) async fn serve(
+/// Relays the requests of an HTTP/1.1 connection reached over `scheme`, whose first bytes
+/// (read already) are `bytes`.
+pub(super) async fn serve<IO>(
     router: Router,
-    stream: TcpStream,
+    stream: IO,
     peer: SocketAddr,
+    scheme: Scheme,
     bytes: Vec<u8>,
     handover: Handover,
-) -> Outcome {
-    let mut conn = Conn::new(router, stream, peer, bytes, handover);
+) -> Outcome<IO>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut conn = Conn::new(router, stream, peer, scheme, bytes, handover);
     let hard_stop = conn.router.hard_stop();
     let ended = tokio::select! {
         biased;
@@ -113,9 +119,9 @@ enum Failure {
 }
 
 /// One relayed client connection.
-struct Conn {
+struct Conn<IO> {
     router: Router,
-    stream: TcpStream,
+    stream: IO,
     peer: SocketAddr,
     forwarded: Forwarded,
     /// Client bytes read and not yet served, from the start of the current request.
@@ -146,11 +152,12 @@ struct Conn {
     synced: bool,
 }
 
-impl Conn {
+impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     fn new(
         router: Router,
-        stream: TcpStream,
+        stream: IO,
         peer: SocketAddr,
+        scheme: Scheme,
         bytes: Vec<u8>,
         handover: Handover,
     ) -> Self {
@@ -158,7 +165,7 @@ impl Conn {
         let limits = &config.limits;
         let forwarded = Forwarded {
             client: peer.ip().to_string(),
-            proto: super::headers::Scheme::Http.as_str(),
+            proto: scheme.as_str(),
             router_headers: config.routing.upstream_headers,
         };
         let drain = router.drain_signal();
