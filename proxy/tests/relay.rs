@@ -480,3 +480,35 @@ async fn with_the_relay_off_every_request_takes_the_full_path() {
     assert!(text.contains("date: "), "{text:?}");
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn only_a_safe_request_goes_again_after_the_sandbox_hung_up_on_it() {
+    // The sandbox takes the first two requests and closes without an answer (a workload
+    // stopped under them), then answers.
+    let backend = Scripted::start(|n, _| match n {
+        0 | 1 => Answer::close(""),
+        _ => Answer::keep("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+    })
+    .await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    let post = format!(
+        "POST /pay HTTP/1.1\r\nHost: {}\r\nContent-Length: 3\r\n\r\none",
+        host("alice")
+    );
+    client.write_all(post.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    read_until(&mut client, &mut buf, "502 Bad Gateway").await;
+    assert_eq!(backend.seen().len(), 1, "a POST is never sent twice");
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    read_until(&mut client, &mut buf, "\r\n\r\nok").await;
+    let seen = backend.seen();
+    let paths: Vec<&str> = seen
+        .iter()
+        .map(|s| s.head.split(' ').nth(1).unwrap_or_default())
+        .collect();
+    assert_eq!(paths, ["/pay", "/", "/"], "the GET went again");
+    proxy.shutdown().await;
+}

@@ -373,23 +373,25 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         match self.send_once(head, &target.key).await {
             Ok(response) => return Ok(response),
             Err(Lost::Failed(failure)) => return Err(failure),
-            // A kept connection the sandbox closed while idle never saw the request: any
-            // request may go again. After a fresh dial, only one that is safe to repeat (the
-            // workload went away under it, as in a suspend the proxy had not seen yet).
-            Err(Lost::Connection) if reused || head.replayable => {}
-            Err(Lost::Connection) => {
+            // A kept connection the sandbox had closed while idle took no request: any
+            // request goes on a new one.
+            Err(Lost::Unsent) if reused => {}
+            // Otherwise the sandbox may have seen it: only a request that is safe to repeat
+            // goes again (the workload went away under it, as in a suspend the proxy had not
+            // seen yet).
+            Err(Lost::Unsent | Lost::Unanswered) if head.replayable => {
+                metrics::counter!(m::REQUEST_RETRIES_TOTAL).increment(1);
+                tracing::debug!(sandbox.key = %target.key, "request sent again");
+            }
+            Err(Lost::Unsent | Lost::Unanswered) => {
                 return Err(Failure::Proxy(lost(&target.key)));
             }
-        }
-        if !reused {
-            metrics::counter!(m::REQUEST_RETRIES_TOTAL).increment(1);
-            tracing::debug!(sandbox.key = %target.key, "request sent again");
         }
         self.upstream = Some(self.dial(target).await?);
         match self.send_once(head, &target.key).await {
             Ok(response) => Ok(response),
             Err(Lost::Failed(failure)) => Err(failure),
-            Err(Lost::Connection) => Err(Failure::Proxy(lost(&target.key))),
+            Err(Lost::Unsent | Lost::Unanswered) => Err(Failure::Proxy(lost(&target.key))),
         }
     }
 
@@ -410,12 +412,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         key: &SandboxKey,
     ) -> Result<response::Head, Lost> {
         let Some(upstream) = self.upstream.as_mut() else {
-            return Err(Lost::Connection);
+            return Err(Lost::Unsent);
         };
         let written = self.idle.run(upstream.stream.write_all(&self.out)).await;
         match written {
             Some(Ok(())) => {}
-            Some(Err(_)) => return Err(Lost::Connection),
+            Some(Err(_)) => return Err(Lost::Unsent),
             None => return Err(Lost::Failed(idle())),
         }
         self.resp.clear();
@@ -453,7 +455,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 self.resp.reserve(RESPONSE_BUF);
             }
             let Some(upstream) = self.upstream.as_mut() else {
-                return Err(Lost::Connection);
+                return Err(Lost::Unanswered);
             };
             let read = self
                 .idle
@@ -461,7 +463,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 .await;
             let nothing_yet = self.resp.is_empty() && !answered;
             match read {
-                Some(Ok(0)) | Some(Err(_)) if nothing_yet => return Err(Lost::Connection),
+                Some(Ok(0)) | Some(Err(_)) if nothing_yet => return Err(Lost::Unanswered),
                 Some(Ok(0)) => {
                     let message = "the connection closed in the middle of the response head";
                     return Err(Lost::Failed(Failure::Proxy(protocol(key, message))));
@@ -608,8 +610,10 @@ impl Body {
 
 /// Why a send on an upstream connection failed.
 enum Lost {
-    /// The connection closed or failed before any response byte: nothing was answered.
-    Connection,
+    /// Writing the request failed: the connection was closed.
+    Unsent,
+    /// The request was written, and the connection closed or failed before any response.
+    Unanswered,
     /// Anything else.
     Failed(Failure),
 }
