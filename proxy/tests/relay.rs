@@ -189,14 +189,18 @@ fn get(path: &str, extra: &str) -> String {
 /// Reads from `client` until `buf` holds `want` (a substring), within the deadline.
 async fn read_until(client: &mut TcpStream, buf: &mut Vec<u8>, want: &str) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
+    let shown = |buf: &[u8]| {
+        let text = String::from_utf8_lossy(buf).into_owned();
+        text.chars().take(600).collect::<String>()
+    };
     // Bounded by the deadline.
     while !String::from_utf8_lossy(buf).contains(want) {
         let mut chunk = [0_u8; 4096];
         let read = tokio::time::timeout_at(deadline, client.read(&mut chunk)).await;
         match read {
             Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-            Ok(_) => panic!("closed before {want:?}: {:?}", String::from_utf8_lossy(buf)),
-            Err(_) => panic!("no {want:?} in time: {:?}", String::from_utf8_lossy(buf)),
+            Ok(_) => panic!("closed before {want:?}: {:?}", shown(buf)),
+            Err(_) => panic!("no {want:?} in time: {:?}", shown(buf)),
         }
     }
 }
@@ -510,5 +514,47 @@ async fn only_a_safe_request_goes_again_after_the_sandbox_hung_up_on_it() {
         .map(|s| s.head.split(' ').nth(1).unwrap_or_default())
         .collect();
     assert_eq!(paths, ["/pay", "/", "/"], "the GET went again");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn large_bodies_pass_whole_both_ways_on_a_kept_connection() {
+    let mut big: String = (0..1_000_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    big.push_str("--end--");
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{big}",
+        big.len()
+    );
+    let backend = Scripted::start(move |_, _| Answer::keep(&answer)).await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    // The largest body the relay carries itself, then a download of 1 MB, twice.
+    let upload: String = (0..65_536)
+        .map(|i| char::from(b'A' + (i % 26) as u8))
+        .collect();
+    for _ in 0..2 {
+        let post = format!(
+            "POST /up HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\r\n{upload}",
+            host("alice"),
+            upload.len()
+        );
+        client.write_all(post.as_bytes()).await.expect("write");
+        let mut buf = Vec::new();
+        read_until(&mut client, &mut buf, "--end--").await;
+        let text = String::from_utf8_lossy(&buf);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        assert_eq!(body.len(), big.len());
+        assert!(body == big, "the body arrives unchanged");
+    }
+    let seen = backend.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen.iter()
+            .all(|s| s.conn == 1 && s.body == upload.as_bytes())
+    );
     proxy.shutdown().await;
 }

@@ -424,7 +424,7 @@ impl Router {
     /// The slot of `target`'s sandbox when a request to it would be held now: the routes are
     /// loaded and it is suspended with wake-on-connect, or starting without an address.
     pub(crate) fn slot_to_hold(&self, target: &RouteTarget) -> Option<Arc<Slot>> {
-        if !self.inner.synced.is_cancelled() {
+        if !self.inner.synced_flag.load(Ordering::Acquire) {
             return None;
         }
         let slot = self.slot(&target.key)?;

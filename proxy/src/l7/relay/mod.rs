@@ -47,8 +47,13 @@ use crate::route::{RouteTarget, Router};
 
 /// Room kept free in a buffer before a read.
 const READ_ROOM: usize = 4096;
-/// Size of the buffer a response is read into.
-const RESPONSE_BUF: usize = 16 * 1024;
+/// Most capacity the request buffers keep between requests.
+const KEPT_BUF: usize = 8 * 1024;
+/// Size of the buffer a response is read into, kept between requests.
+const RESPONSE_BUF: usize = 8 * 1024;
+/// Largest the response buffer grows to while a long body streams (each read that fills it
+/// doubles it); it is shrunk back after the response.
+const RESPONSE_BUF_MAX: usize = 256 * 1024;
 
 /// How a relayed connection ended.
 pub(super) enum Outcome<IO> {
@@ -223,6 +228,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             self.out.extend_from_slice(&self.inbuf[head.len..total]);
             let keep = self.exchange(&head).await;
             self.inbuf.drain(..total);
+            // What a large head or body needed is not kept while the connection idles.
+            for buf in [&mut self.inbuf, &mut self.out] {
+                if buf.capacity() > KEPT_BUF {
+                    buf.shrink_to(KEPT_BUF.max(buf.len()));
+                }
+            }
             // A compactly held first request's place is for its own dial only.
             self.release = None;
             if !keep || head.close || self.draining() {
@@ -522,6 +533,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 // must not take the truncated body for a whole one.
                 return Err(Failure::Close);
             }
+            // A read that filled the buffer: a long body is streaming, read more at a time.
+            if n == self.resp.capacity() && n < RESPONSE_BUF_MAX {
+                self.resp.reserve(n);
+            }
             let taken = body.take(&self.resp).map_err(|_| Failure::Close)?;
             clean &= taken == self.resp.len();
             guard.record_bytes(0, taken as u64);
@@ -534,6 +549,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 Some(Err(_)) => return Err(Failure::Close),
                 None => return Err(idle()),
             }
+        }
+        if self.resp.capacity() > RESPONSE_BUF {
+            self.resp = Vec::with_capacity(RESPONSE_BUF);
         }
         // A sandbox that sent more than the response, or will close, is not asked again.
         if response.upstream_closes || !clean {
