@@ -558,3 +558,32 @@ async fn large_bodies_pass_whole_both_ways_on_a_kept_connection() {
     );
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_quiesce_resets_the_kept_connection_of_an_idle_client_at_once() {
+    let backend = Scripted::start(|n, _| {
+        Answer::keep(&format!("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nr{n}"))
+    })
+    .await;
+    let (proxy, mut client) = proxy_to(backend.addr).await;
+    let mut buf = Vec::new();
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    read_until(&mut client, &mut buf, "r0").await;
+    // The client stays connected and silent; its kept upstream connection must not make a
+    // checkpoint of the sandbox wait.
+    let key = rouse_proxy::SandboxKey::new("default", "alice");
+    let quiet = proxy.router().quiescer().quiesce(&key, DEADLINE).await;
+    assert!(quiet, "every upstream connection was closed");
+    proxy.router().quiescer().release(&key);
+    client
+        .write_all(get("/", "").as_bytes())
+        .await
+        .expect("write");
+    read_until(&mut client, &mut buf, "r1").await;
+    let conns: Vec<usize> = backend.seen().iter().map(|s| s.conn).collect();
+    assert_eq!(conns, [1, 2], "the next request dialled anew");
+    proxy.shutdown().await;
+}

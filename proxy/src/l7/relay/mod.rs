@@ -256,14 +256,26 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     async fn read_head_bytes(&mut self) -> bool {
         reserve(&mut self.inbuf);
         let waiting = self.inbuf.is_empty();
-        let read = self
-            .head_deadline
-            .run(self.stream.read_buf(&mut self.inbuf));
-        // The idle limit applies between requests too.
-        let read = tokio::select! {
-            biased;
-            () = &mut self.drained, if waiting => return false,
-            read = self.idle.run(read) => read,
+        // Bounded: a round either ends or drops the upstream connection, which ends the
+        // second branch for good.
+        let read = loop {
+            let read = self
+                .head_deadline
+                .run(self.stream.read_buf(&mut self.inbuf));
+            let upstream = self.upstream.as_mut();
+            let has_upstream = upstream.is_some();
+            let unusable = async move {
+                if let Some(upstream) = upstream {
+                    upstream.unusable().await;
+                }
+            };
+            // The idle limit applies between requests too.
+            tokio::select! {
+                biased;
+                () = &mut self.drained, if waiting => return false,
+                () = unusable, if has_upstream => self.upstream = None,
+                read = self.idle.run(read) => break read,
+            }
         };
         match read {
             Some(Some(Ok(n))) if n > 0 => {

@@ -40,6 +40,16 @@ impl Upstream {
         self.epoch == epoch && *self.target == *target && !self.closed_while_idle()
     }
 
+    /// Completes once the idle connection cannot carry another request: the sandbox closed
+    /// it, sent bytes nobody asked for, or a quiesce of the sandbox reset it. Watched while
+    /// the client connection waits for its next request, so a checkpoint never waits for an
+    /// idle client.
+    pub(crate) async fn unusable(&mut self) {
+        let mut byte = [0_u8; 1];
+        // Every outcome of a read on an idle connection means it is done.
+        let _ = tokio::io::AsyncReadExt::read(&mut self.stream, &mut byte).await;
+    }
+
     /// Whether the sandbox closed the idle connection (or sent bytes nobody asked for).
     ///
     /// tokio keeps a socket's readiness from the reactor's last event, so an idle connection
