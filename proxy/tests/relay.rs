@@ -67,6 +67,14 @@ impl Scripted {
         Self { addr, seen }
     }
 
+    /// A backend answering the `n`th request with the body `r{n}`, keeping the connection.
+    async fn numbered() -> Self {
+        Self::start(|n, _| {
+            Answer::keep(&format!("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nr{n}"))
+        })
+        .await
+    }
+
     fn seen(&self) -> Vec<Seen> {
         self.seen.lock().expect("seen").clone()
     }
@@ -426,10 +434,7 @@ async fn broken_responses_get_502_or_a_close_and_other_requests_go_on() {
 
 #[tokio::test]
 async fn a_request_the_relay_does_not_cover_moves_the_connection_to_the_full_path() {
-    let backend = Scripted::start(|n, _| {
-        Answer::keep(&format!("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nr{n}"))
-    })
-    .await;
+    let backend = Scripted::numbered().await;
     let (proxy, mut client) = proxy_to(backend.addr).await;
     let mut buf = Vec::new();
     client
@@ -561,10 +566,7 @@ async fn large_bodies_pass_whole_both_ways_on_a_kept_connection() {
 
 #[tokio::test]
 async fn a_quiesce_resets_the_kept_connection_of_an_idle_client_at_once() {
-    let backend = Scripted::start(|n, _| {
-        Answer::keep(&format!("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nr{n}"))
-    })
-    .await;
+    let backend = Scripted::numbered().await;
     let (proxy, mut client) = proxy_to(backend.addr).await;
     let mut buf = Vec::new();
     client

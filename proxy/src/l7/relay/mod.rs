@@ -474,16 +474,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                     ))));
                 }
             }
-            if self.resp.capacity() - self.resp.len() < READ_ROOM {
-                self.resp.reserve(RESPONSE_BUF);
-            }
-            let Some(upstream) = self.upstream.as_mut() else {
-                return Err(Lost::Unanswered);
-            };
-            let read = self
-                .idle
-                .run(upstream.stream.read_buf(&mut self.resp))
-                .await;
+            let read = self.read_upstream().await;
             let nothing_yet = self.resp.is_empty() && !answered;
             match read {
                 Some(Ok(0)) | Some(Err(_)) if nothing_yet => return Err(Lost::Unanswered),
@@ -522,17 +513,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         // Bounded by the body's framing; each round moves at least one byte or ends.
         while !body.done() {
             self.resp.clear();
-            if self.resp.capacity() < READ_ROOM {
-                self.resp.reserve(RESPONSE_BUF);
-            }
-            let Some(upstream) = self.upstream.as_mut() else {
-                return Err(Failure::Close);
-            };
-            let read = self
-                .idle
-                .run(upstream.stream.read_buf(&mut self.resp))
-                .await;
-            let n = match read {
+            let n = match self.read_upstream().await {
                 Some(Ok(n)) => n,
                 Some(Err(_)) => return Err(Failure::Close),
                 None => return Err(idle()),
@@ -570,6 +551,19 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             self.upstream = None;
         }
         Ok(response.framing != Framing::UntilClose && !head.close)
+    }
+
+    /// Reads the sandbox's next bytes onto `resp`: `None` past the idle limit.
+    async fn read_upstream(&mut self) -> Option<std::io::Result<usize>> {
+        if self.resp.capacity() - self.resp.len() < READ_ROOM {
+            self.resp.reserve(RESPONSE_BUF);
+        }
+        let Some(upstream) = self.upstream.as_mut() else {
+            return Some(Err(std::io::ErrorKind::NotConnected.into()));
+        };
+        self.idle
+            .run(upstream.stream.read_buf(&mut self.resp))
+            .await
     }
 
     /// Writes `out` to the client: false when the client is gone or idle.
