@@ -1,7 +1,10 @@
 //! The fuzz targets' seed corpora on stable: every file under `fuzz/corpus/<target>/` is fed to
-//! the same function its cargo-fuzz target runs (`fuzz/src/targets.rs`, included by path), so a
-//! seed — and every crash input added to a corpus as a regression — is checked by `cargo test`.
+//! the same function its cargo-fuzz target runs (`fuzz/src/targets.rs` and the `relay.rs` it
+//! uses, included by path), so a seed — and every crash input added to a corpus as a
+//! regression — is checked by `cargo test`.
 
+#[path = "../fuzz/src/relay.rs"]
+mod relay;
 #[path = "../fuzz/src/targets.rs"]
 mod targets;
 

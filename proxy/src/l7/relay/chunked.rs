@@ -37,11 +37,11 @@ enum State {
 /// A malformed chunked body.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed chunked body: {0}")]
-pub(crate) struct ChunkedError(&'static str);
+pub struct ChunkedError(&'static str);
 
 /// The scan of one chunked body.
 #[derive(Debug)]
-pub(crate) struct Chunked {
+pub struct Chunked {
     state: State,
     size: u64,
     /// Bytes of the current size or trailer line.
@@ -50,9 +50,15 @@ pub(crate) struct Chunked {
     trailers: usize,
 }
 
+impl Default for Chunked {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Chunked {
     /// A scan at the start of a body.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             state: State::Size { digits: 0 },
             size: 0,
@@ -62,13 +68,13 @@ impl Chunked {
     }
 
     /// Whether the body ended.
-    pub(crate) fn is_done(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         self.state == State::Done
     }
 
     /// Scans `bytes`, the next bytes of the body: how many of them belong to it (all of them
     /// until the end is found).
-    pub(crate) fn scan(&mut self, bytes: &[u8]) -> Result<usize, ChunkedError> {
+    pub fn scan(&mut self, bytes: &[u8]) -> Result<usize, ChunkedError> {
         let mut i = 0;
         while i < bytes.len() {
             // Chunk data is skipped in one step: the per-byte work is only for the framing.
