@@ -144,6 +144,7 @@ impl Chunked {
                 if empty {
                     State::Done
                 } else {
+                    self.line = 0;
                     State::TrailerStart
                 }
             }
@@ -249,6 +250,19 @@ mod tests {
         let bare_lf = b"A\nabcdefghij\n0\n\n";
         assert_eq!(end_of(bare_lf), Ok(Some(bare_lf.len())));
         assert_eq!(end_of(b"5\r\nhel"), Ok(None));
+    }
+
+    #[test]
+    fn bounds_each_trailer_line_not_their_sum() {
+        // Short CRLF-ended trailer lines that together pass the line bound.
+        let mut body = b"0\r\n".to_vec();
+        let mut i = 0;
+        while body.len() <= 2 * MAX_LINE {
+            body.extend_from_slice(format!("x-t{i}: {}\r\n", "a".repeat(90)).as_bytes());
+            i += 1;
+        }
+        body.extend_from_slice(b"\r\n");
+        assert_eq!(end_of(&body), Ok(Some(body.len())));
     }
 
     #[test]
