@@ -88,12 +88,14 @@ pub fn requests(input: &Input<'_>) {
             &forwarded,
             &out,
         );
-        let again = request::prepare(&rest[..head.len], &forwarded, &mut Vec::new());
+        let mut again = Vec::new();
+        let cut = request::prepare(&rest[..head.len], &forwarded, &mut again);
         assert_eq!(
-            again,
+            cut,
             Parsed::Ready(head.clone()),
             "no byte past the head counts"
         );
+        assert_eq!(again, out, "the same rewritten head");
         let Some(next) = usize::try_from(head.body)
             .ok()
             .and_then(|body| rest.get(head.len + body..))
@@ -169,6 +171,15 @@ pub fn responses(input: &Input<'_>) {
         };
         assert!(head.len <= rest.len(), "the head lies within the input");
         check_response(&rest[..head.len], input, &head, &out);
+        let mut again = Vec::new();
+        let cut = response::prepare(
+            &rest[..head.len],
+            input.head_method,
+            input.close,
+            &mut again,
+        );
+        assert_eq!(cut, Ok(Some(head.clone())), "no byte past the head counts");
+        assert_eq!(again, out, "the same rewritten head");
         let body = &rest[head.len..];
         let taken = match head.framing {
             Framing::Empty => Some(0),
