@@ -1,7 +1,12 @@
 //! The fuzz targets' seed corpora on stable: every file under `fuzz/corpus/<target>/` is fed to
-//! the same function its cargo-fuzz target runs (`fuzz/src/targets.rs`, included by path), so a
-//! seed — and every crash input added to a corpus as a regression — is checked by `cargo test`.
+//! the same function its cargo-fuzz target runs (`fuzz/src/targets.rs` and the files it
+//! uses, included by path), so a seed — and every crash input added to a corpus as a
+//! regression — is checked by `cargo test`.
 
+#[path = "../fuzz/src/chunked_grammar.rs"]
+mod chunked_grammar;
+#[path = "../fuzz/src/relay.rs"]
+mod relay;
 #[path = "../fuzz/src/targets.rs"]
 mod targets;
 

@@ -16,10 +16,11 @@ use serde_json::Value;
 pub type Target = fn(&[u8]);
 
 /// The targets by name, for drivers that pick one by its corpus directory.
-pub const ALL: [(&str, Target); 6] = [
+pub const ALL: [(&str, Target); 7] = [
     ("sni", sni),
     ("hostname", hostname),
     ("http_head", http_head),
+    ("http_relay", http_relay),
     ("proxy_config", proxy_config),
     ("manifest", manifest),
     ("rest_body", rest_body),
@@ -133,6 +134,18 @@ pub fn http_head(data: &[u8]) {
         headers.get("x-forwarded-proto").map(HeaderValue::as_bytes),
         Some(&b"http"[..])
     );
+}
+
+/// The HTTP/1.1 relay's parsers (`l7::relay`): the input after three control bytes (see
+/// `relay::Input`) as a client's pipelined requests, as a sandbox's responses with their
+/// bodies, and as a chunked body.
+pub fn http_relay(data: &[u8]) {
+    let Some(input) = super::relay::Input::new(data) else {
+        return;
+    };
+    super::relay::requests(&input);
+    super::relay::responses(&input);
+    super::relay::chunked(input.bytes, input.split);
 }
 
 /// The proxy's TOML config parsing and validation.

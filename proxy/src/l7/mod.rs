@@ -9,7 +9,7 @@ mod h2_upstream;
 mod handover;
 pub mod headers;
 mod park;
-mod relay;
+pub mod relay;
 mod response;
 mod rewind;
 mod route_cache;

@@ -37,11 +37,11 @@ enum State {
 /// A malformed chunked body.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed chunked body: {0}")]
-pub(crate) struct ChunkedError(&'static str);
+pub struct ChunkedError(&'static str);
 
 /// The scan of one chunked body.
 #[derive(Debug)]
-pub(crate) struct Chunked {
+pub struct Chunked {
     state: State,
     size: u64,
     /// Bytes of the current size or trailer line.
@@ -50,9 +50,15 @@ pub(crate) struct Chunked {
     trailers: usize,
 }
 
+impl Default for Chunked {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Chunked {
     /// A scan at the start of a body.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             state: State::Size { digits: 0 },
             size: 0,
@@ -62,13 +68,13 @@ impl Chunked {
     }
 
     /// Whether the body ended.
-    pub(crate) fn is_done(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         self.state == State::Done
     }
 
     /// Scans `bytes`, the next bytes of the body: how many of them belong to it (all of them
     /// until the end is found).
-    pub(crate) fn scan(&mut self, bytes: &[u8]) -> Result<usize, ChunkedError> {
+    pub fn scan(&mut self, bytes: &[u8]) -> Result<usize, ChunkedError> {
         let mut i = 0;
         while i < bytes.len() {
             // Chunk data is skipped in one step: the per-byte work is only for the framing.
@@ -138,6 +144,7 @@ impl Chunked {
                 if empty {
                     State::Done
                 } else {
+                    self.line = 0;
                     State::TrailerStart
                 }
             }
@@ -243,6 +250,19 @@ mod tests {
         let bare_lf = b"A\nabcdefghij\n0\n\n";
         assert_eq!(end_of(bare_lf), Ok(Some(bare_lf.len())));
         assert_eq!(end_of(b"5\r\nhel"), Ok(None));
+    }
+
+    #[test]
+    fn bounds_each_trailer_line_not_their_sum() {
+        // Short CRLF-ended trailer lines that together pass the line bound.
+        let mut body = b"0\r\n".to_vec();
+        let mut i = 0;
+        while body.len() <= 2 * MAX_LINE {
+            body.extend_from_slice(format!("x-t{i}: {}\r\n", "a".repeat(90)).as_bytes());
+            i += 1;
+        }
+        body.extend_from_slice(b"\r\n");
+        assert_eq!(end_of(&body), Ok(Some(body.len())));
     }
 
     #[test]

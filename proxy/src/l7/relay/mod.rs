@@ -13,11 +13,11 @@
 //! path (hyper), which serves it to its end; so every answer the full path gives (400, 431,
 //! WebSocket, chunked uploads, ...) stays the same.
 
-mod chunked;
+pub mod chunked;
 mod deadline;
 mod names;
-mod request;
-mod response;
+pub mod request;
+pub mod response;
 mod upstream;
 
 use std::net::SocketAddr;

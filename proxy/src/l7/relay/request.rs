@@ -11,11 +11,11 @@ pub(crate) const MAX_HEADERS: usize = 100;
 
 /// Largest request body the relay carries; a longer one goes to the full path, which streams
 /// it. The relay writes a request and its body at once, which a socket buffer takes whole.
-pub(crate) const BODY_LIMIT: u64 = 64 * 1024;
+pub const BODY_LIMIT: u64 = 64 * 1024;
 
 /// Why a request goes to the full HTTP path instead of the relay (a bounded metric label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Unsupported {
+pub enum Unsupported {
     /// Not a valid HTTP/1 request head: the full path answers 400.
     Malformed,
     /// Not HTTP/1.1.
@@ -55,25 +55,25 @@ impl Unsupported {
 
 /// A request head the relay forwards.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Head {
+pub struct Head {
     /// Bytes of the head in the client's buffer.
-    pub(crate) len: usize,
+    pub len: usize,
     /// Bytes of its body (`Content-Length`).
-    pub(crate) body: u64,
+    pub body: u64,
     /// Where its host is in the client's buffer.
-    pub(crate) host: Range<usize>,
+    pub host: Range<usize>,
     /// The client asked to close the connection after the response.
-    pub(crate) close: bool,
+    pub close: bool,
     /// `HEAD`: the response has no body whatever its headers say.
-    pub(crate) head_method: bool,
+    pub head_method: bool,
     /// Safe to send again after the upstream connection was lost before any response: a safe
     /// method without a body (RFC 9110 §9.2.1).
-    pub(crate) replayable: bool,
+    pub replayable: bool,
 }
 
 /// What a client's buffer holds.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Parsed {
+pub enum Parsed {
     /// Not a whole head yet.
     Partial,
     /// A head the relay forwards; its rewritten form was written out.
@@ -84,18 +84,18 @@ pub(crate) enum Parsed {
 
 /// What the relay adds to every request of one client connection.
 #[derive(Debug)]
-pub(crate) struct Forwarded {
+pub struct Forwarded {
     /// The client's IP address as text.
-    pub(crate) client: String,
+    pub client: String,
     /// `http` or `https`.
-    pub(crate) proto: &'static str,
+    pub proto: &'static str,
     /// Whether upstream router headers are honoured (then they route, on the full path).
-    pub(crate) router_headers: bool,
+    pub router_headers: bool,
 }
 
 /// Parses the request head at the start of `buf` and, when the relay covers it, writes its
 /// rewritten head to `out` (cleared first).
-pub(crate) fn prepare(buf: &[u8], forwarded: &Forwarded, out: &mut Vec<u8>) -> Parsed {
+pub fn prepare(buf: &[u8], forwarded: &Forwarded, out: &mut Vec<u8>) -> Parsed {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let len = match req.parse(buf) {

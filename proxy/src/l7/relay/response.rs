@@ -7,11 +7,11 @@ use super::names::{self, Name};
 const MAX_HEADERS: usize = 100;
 
 /// Largest response head accepted from a sandbox.
-pub(crate) const HEAD_LIMIT: usize = 64 * 1024;
+pub const HEAD_LIMIT: usize = 64 * 1024;
 
 /// How a response body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Framing {
+pub enum Framing {
     /// No body (`HEAD`, 1xx, 204, 304).
     Empty,
     /// `Content-Length` bytes.
@@ -24,20 +24,20 @@ pub(crate) enum Framing {
 
 /// A parsed response head.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Head {
+pub struct Head {
     /// Bytes of the head in the sandbox's buffer.
-    pub(crate) len: usize,
+    pub len: usize,
     /// The status code.
-    pub(crate) status: u16,
+    pub status: u16,
     /// How its body is delimited.
-    pub(crate) framing: Framing,
+    pub framing: Framing,
     /// The upstream connection cannot carry another request after this response.
-    pub(crate) upstream_closes: bool,
+    pub upstream_closes: bool,
 }
 
 /// A response head the relay does not forward: the client gets a 502.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Invalid {
+pub enum Invalid {
     /// Not a valid HTTP/1 response head.
     #[error("malformed response head: {0}")]
     Malformed(httparse::Error),
@@ -55,7 +55,7 @@ pub(crate) enum Invalid {
 /// Parses the response head at the start of `buf`; when complete, writes its rewritten form
 /// to `out` (cleared first). `head_method`: the request was `HEAD`; `close`: the client's
 /// connection closes after this response (said in the rewritten head).
-pub(crate) fn prepare(
+pub fn prepare(
     buf: &[u8],
     head_method: bool,
     close: bool,
