@@ -5,7 +5,9 @@
 //! instead reads the sandbox, claims it on the local platform, queues the same
 //! `operatingMode: Running` write (with the sandbox's uid as a precondition), starts the
 //! workload, waits until it accepts connections and hands the endpoint to the proxy. The
-//! store write is answered behind it; its answer ends the claim, and the driver reconciles the
+//! store write is answered behind it; its answer ends the claim (never before the workload
+//! accepts connections or the accept window passed, so the driver's status write does not
+//! publish the endpoint of a workload still starting), and the driver reconciles the
 //! sandbox from the written state, finding the workload already running (see
 //! `crate::platform::local::direct` for the rules that keep the two paths from fighting).
 //!
