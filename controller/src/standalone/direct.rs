@@ -5,7 +5,9 @@
 //! instead reads the sandbox, claims it on the local platform, queues the same
 //! `operatingMode: Running` write (with the sandbox's uid as a precondition), starts the
 //! workload, waits until it accepts connections and hands the endpoint to the proxy. The
-//! store write is answered behind it; its answer ends the claim, and the driver reconciles the
+//! store write is answered behind it; its answer ends the claim (never before the workload
+//! accepts connections or the accept window passed, so the driver's status write does not
+//! publish the endpoint of a workload still starting), and the driver reconciles the
 //! sandbox from the written state, finding the workload already running (see
 //! `crate::platform::local::direct` for the rules that keep the two paths from fighting).
 //!
@@ -126,7 +128,12 @@ impl DirectWaker {
         // From here the write's answer ends the claim, whatever happens to the start, but
         // never before the start is over: ended earlier, an accepted wake would let the driver
         // start a second workload, a refused one would miss the workload still being started.
-        // `started` resolves when the start ends, or when this wake is dropped mid-way.
+        // The start is over once the workload accepts connections (or the accept window
+        // passed): ended at the spawn, the driver's status write (fsync ~2 ms) would publish
+        // the endpoint while the workload still starts, the proxy would dial it too early, be
+        // refused and land in its dial backoff (1 ms doubling) instead of dialling when this
+        // wake hands the endpoint over. `started` resolves when the start ends, or when this
+        // wake is dropped mid-way.
         let (tx, written) = oneshot::channel();
         let (start_over, started) = oneshot::channel::<()>();
         let finisher = Finisher {
@@ -144,7 +151,6 @@ impl DirectWaker {
             let _ = tx.send(kept);
         });
         let start = self.platform.start_direct(&sandbox).await;
-        drop(start_over);
         let start = match start {
             Ok(start) => start,
             Err(why) => return DirectWake::NotDirect(why.metric_label()),
@@ -163,6 +169,8 @@ impl DirectWaker {
             return DirectWake::NotDirect("exited");
         }
         phase("accept", listening);
+        // The start is over (an early return above drops it too).
+        drop(start_over);
         DirectWake::Started {
             endpoint: start.endpoint,
             generation,

@@ -36,3 +36,32 @@ fn banner_lines_give_addresses() {
     );
     assert_eq!(banner_addr("press Ctrl-C to stop", "api: http://"), None);
 }
+
+#[test]
+fn the_paired_overhead_subtracts_each_cycles_own_baseline() {
+    let ms = Duration::from_millis;
+    let side = WakeSide {
+        path: WakePath::Direct,
+        backend: Latencies {
+            name: "b",
+            samples: vec![ms(4), ms(10), ms(5)],
+        },
+        wake: Latencies {
+            name: "w",
+            samples: vec![ms(5), ms(12), ms(3)],
+        },
+        warm: Latencies {
+            name: "r",
+            samples: Vec::new(),
+        },
+        means: Vec::new(),
+    };
+    // Whole microseconds: the subtraction of seconds is not exact in binary.
+    let us = |ms: f64| (ms * 1e3).round() as i64;
+    let paired = side.paired_overhead_ms();
+    let got: Vec<i64> = paired.iter().copied().map(us).collect();
+    assert_eq!(got, vec![-2000, 1000, 2000], "per cycle, sorted");
+    assert_eq!(us(quantile_ms(&paired, 0.5)), 1000);
+    assert_eq!(us(quantile_ms(&paired, 1.0)), 2000);
+    assert_eq!(quantile_ms(&[], 0.5), 0.0);
+}

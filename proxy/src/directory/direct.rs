@@ -11,10 +11,12 @@
 //! the runtime cannot do directly goes to the inner directory (the store) as before.
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
 
 use futures::future::{BoxFuture, FutureExt};
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::{BoxStream, Stream, StreamExt};
 use tokio::sync::mpsc;
 
 use super::contract::{
@@ -171,11 +173,12 @@ impl<D: Directory> Directory for DirectDirectory<D> {
             // A second subscriber gets the store's updates alone.
             return store;
         };
-        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
-        // Owned by the returned stream: it ends when the stream is dropped.
-        tokio::spawn(merge(store, events, tx));
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|u| (u, rx)) })
-            .boxed()
+        Merged {
+            store,
+            events,
+            overrides: Overrides::default(),
+        }
+        .boxed()
     }
 
     fn wake(&self, key: &SandboxKey) -> BoxFuture<'static, Result<()>> {
@@ -225,38 +228,50 @@ impl<D: Directory> Directory for DirectDirectory<D> {
     }
 }
 
-/// Feeds the store's updates and the direct wakes through [`Overrides`] into `tx`, until the
-/// receiver goes away or the store's stream ends.
-async fn merge(
-    mut store: BoxStream<'static, RouteUpdate>,
-    mut events: mpsc::Receiver<Event>,
-    tx: mpsc::Sender<RouteUpdate>,
-) {
-    let mut overrides = Overrides::default();
-    loop {
-        let update = tokio::select! {
-            update = store.next() => match update {
-                None => return,
-                Some(RouteUpdate::Synced) => Some(RouteUpdate::Synced),
-                Some(RouteUpdate::Set { key, state }) => {
-                    let state = overrides.store(&key, state);
-                    Some(RouteUpdate::Set { key, state })
-                }
-            },
-            Some(event) = events.recv() => match event {
-                Event::Woken(key, woken) => overrides
-                    .woken(&key, woken)
-                    .map(|state| RouteUpdate::Set { key, state }),
-                Event::Refused(key, generation, uid) => overrides
-                    .refused(&key, generation, &uid)
-                    .map(|state| RouteUpdate::Set { key, state }),
-            },
-            () = tx.closed() => return,
-        };
-        if let Some(update) = update
-            && tx.send(update).await.is_err()
-        {
-            return;
+/// The store's updates and the direct wakes, merged through [`Overrides`] as the router polls
+/// them: no task in between, so a woken endpoint reaches the routing table in the same poll
+/// that receives it (a task and a channel here cost a cross-thread hand-off per wake).
+struct Merged {
+    store: BoxStream<'static, RouteUpdate>,
+    events: mpsc::Receiver<Event>,
+    overrides: Overrides,
+}
+
+impl Merged {
+    fn event(&mut self, event: Event) -> Option<RouteUpdate> {
+        match event {
+            Event::Woken(key, woken) => self
+                .overrides
+                .woken(&key, woken)
+                .map(|state| RouteUpdate::Set { key, state }),
+            Event::Refused(key, generation, uid) => self
+                .overrides
+                .refused(&key, generation, &uid)
+                .map(|state| RouteUpdate::Set { key, state }),
+        }
+    }
+}
+
+impl Stream for Merged {
+    type Item = RouteUpdate;
+
+    /// Ends when the store's stream ends. Direct wakes first: held connections wait for the
+    /// woken endpoint, and the store's next update is taken on the next poll.
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<RouteUpdate>> {
+        let this = &mut *self;
+        // Bounded: every round takes one event off the bounded channel.
+        while let Poll::Ready(Some(event)) = this.events.poll_recv(cx) {
+            if let Some(update) = this.event(event) {
+                return Poll::Ready(Some(update));
+            }
+        }
+        match ready!(this.store.poll_next_unpin(cx)) {
+            None => Poll::Ready(None),
+            Some(RouteUpdate::Set { key, state }) => {
+                let state = this.overrides.store(&key, state);
+                Poll::Ready(Some(RouteUpdate::Set { key, state }))
+            }
+            Some(update) => Poll::Ready(Some(update)),
         }
     }
 }

@@ -10,7 +10,8 @@
 //!   only when it has no workload and the reconciler is not starting one; the reconciler's
 //!   create finds a claimed sandbox and leaves the start to the wake.
 //! - **No reconcile in between.** While a claim is held (until the wake's store write is
-//!   answered), the driver does not reconcile the sandbox; the claim's end notifies it.
+//!   answered and the workload accepts connections), the driver does not reconcile the
+//!   sandbox; the claim's end notifies it.
 //! - **No stale stop.** A reconcile that read the sandbox suspended *before* the wake (at the
 //!   woken generation or older) does not stop the woken workload: only a suspend written
 //!   after the wake (a newer generation) does.

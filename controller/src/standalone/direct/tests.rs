@@ -1,5 +1,6 @@
 //! The direct wake's rules on a real store and platform: no stale stop, no second start while
-//! claimed, a refused wake stops its workload, a wake through the waker writes the store.
+//! claimed, a refused wake stops its workload, a wake through the waker writes the store, the
+//! claim lasts until the workload accepts.
 
 use std::time::Duration;
 
@@ -16,6 +17,8 @@ use crate::store::{EmbeddedStore, STORE_FILE_NAME};
 const DEADLINE: Duration = Duration::from_secs(30);
 /// A workload that listens on `$PORT` (python3 answers HTTP; only the connect matters).
 const SERVE: &str = "exec python3 -m http.server --bind 127.0.0.1 $PORT";
+/// A workload that runs but never listens: its wake waits out the whole accept window.
+const SILENT: &str = "exec sleep 30";
 
 struct Env {
     _dir: tempfile::TempDir,
@@ -24,8 +27,13 @@ struct Env {
 }
 
 impl Env {
-    /// A store holding one suspended sandbox `alice`, and a platform (no driver).
+    /// A store holding one suspended sandbox `alice` serving HTTP, and a platform (no driver).
     async fn new() -> (Self, Sandbox) {
+        Self::running(SERVE).await
+    }
+
+    /// [`Env::new`] with the workload's shell command.
+    async fn running(command: &str) -> (Self, Sandbox) {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = EmbeddedStore::open(&dir.path().join(STORE_FILE_NAME)).expect("store");
         let platform = LocalPlatform::new(LocalConfig::new(dir.path())).expect("platform");
@@ -36,7 +44,7 @@ impl Env {
                     spec: PodSpec {
                         containers: vec![Container {
                             name: "main".into(),
-                            command: Some(vec!["sh".into(), "-c".into(), SERVE.into()]),
+                            command: Some(vec!["sh".into(), "-c".into(), command.into()]),
                             ports: Some(vec![ContainerPort {
                                 container_port: 8080,
                                 ..ContainerPort::default()
@@ -196,5 +204,64 @@ async fn a_direct_wake_writes_the_store_behind_the_start() {
         .await
         .expect("stop");
     assert!(env.stopped().await);
+    waker.close().await;
+}
+
+#[tokio::test]
+async fn the_claim_lasts_until_the_workload_accepts() {
+    // Ended once the store's write is answered, the claim would let the driver publish the
+    // endpoint of a workload that does not listen yet (the proxy would dial it too early).
+    let (env, sandbox) = Env::running(SILENT).await;
+    let waker = DirectWaker::new(env.store.clone(), env.platform.clone());
+    let alice = key();
+    let mut wake = Box::pin(waker.wake(&alice));
+    // Checks made once the wake's write was answered: the store answers writes in order, so
+    // once a later write returned, the wake's was answered before it.
+    let mut after_answer = 0u32;
+    // The test runtime has one thread: the wake and the claim's end only move when polled here.
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            outcome = &mut wake => break outcome,
+            () = tokio::time::sleep(Duration::from_millis(5)) => {}
+        }
+        assert!(
+            env.platform.direct_wake_pending(&key()),
+            "the claim ended while the wake still waited for the workload to accept \
+             ({after_answer} checks after the write's answer)"
+        );
+        if after_answer > 0 {
+            after_answer += 1;
+        } else if env
+            .store
+            .get_now::<Sandbox>(&key())
+            .is_ok_and(|s| s.spec.effective_operating_mode() == OperatingMode::Running)
+        {
+            let label = Patch::merge(serde_json::json!({"metadata": {"labels": {"seen": "yes"}}}))
+                .expect("object patch");
+            let _: Sandbox = env.store.patch(&key(), &label).await.expect("label");
+            after_answer = 1;
+        }
+    };
+    let DirectWake::Started { written, .. } = outcome else {
+        panic!("a suspended process sandbox is woken directly");
+    };
+    // The accept window is 250 ms and the store answers in a few.
+    assert!(
+        after_answer >= 2,
+        "the write was not answered long enough before the accept window ended ({after_answer})"
+    );
+    let kept = tokio::time::timeout(DEADLINE, written)
+        .await
+        .expect("answered in time");
+    assert_eq!(kept, Ok(true));
+    assert!(!env.platform.direct_wake_pending(&key()), "claim ended");
+    let mut later = sandbox.clone();
+    later.metadata.generation = sandbox.metadata.generation.map(|g| g + 2);
+    let delete = Action::DeleteWorkload {
+        name: "alice".into(),
+    };
+    env.platform.apply(&later, &delete).await.expect("delete");
+    assert!(env.stopped().await, "stopped");
     waker.close().await;
 }

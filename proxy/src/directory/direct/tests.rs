@@ -113,3 +113,62 @@ fn a_refused_wake_puts_the_store_state_back() {
     assert_eq!(o.refused(&key(), 3, "u"), None, "only once");
     assert_eq!(o.store(&key(), suspended(3, "u")), suspended(3, "u"));
 }
+
+/// The merged stream over a store stream and the wake events fed by hand.
+fn merged() -> (
+    futures::channel::mpsc::UnboundedSender<RouteUpdate>,
+    mpsc::Sender<Event>,
+    Merged,
+) {
+    let (store_tx, store_rx) = futures::channel::mpsc::unbounded();
+    let (events_tx, events) = mpsc::channel(EVENT_BUFFER);
+    let merged = Merged {
+        store: store_rx.boxed(),
+        events,
+        overrides: Overrides::default(),
+    };
+    (store_tx, events_tx, merged)
+}
+
+fn set(state: RouteState) -> RouteUpdate {
+    RouteUpdate::Set { key: key(), state }
+}
+
+#[tokio::test]
+async fn the_merged_stream_yields_a_woken_endpoint_without_a_store_update() {
+    let (store, events, mut merged) = merged();
+    store.unbounded_send(set(suspended(3, "u"))).expect("send");
+    store.unbounded_send(RouteUpdate::Synced).expect("send");
+    assert_eq!(merged.next().await, Some(set(suspended(3, "u"))));
+    assert_eq!(merged.next().await, Some(RouteUpdate::Synced));
+    // Nothing from the store: the poll that receives the wake yields its endpoint.
+    assert!(futures::poll!(merged.next()).is_pending());
+    events
+        .send(Event::Woken(key(), woken(3, "u")))
+        .await
+        .expect("send");
+    assert_eq!(
+        futures::poll!(merged.next()),
+        std::task::Poll::Ready(Some(set(direct_state())))
+    );
+    // The store's view of the same suspension stays behind the wake.
+    store.unbounded_send(set(suspended(3, "u"))).expect("send");
+    assert_eq!(merged.next().await, Some(set(direct_state())));
+    // A wake the store is past yields nothing; the store's stream still flows.
+    events
+        .send(Event::Woken(key(), woken(1, "u")))
+        .await
+        .expect("send");
+    let running = RouteState::Running {
+        endpoint: endpoint(4000),
+    };
+    store.unbounded_send(set(running.clone())).expect("send");
+    assert_eq!(merged.next().await, Some(set(running)));
+    // Refused after the store moved on: nothing to put back.
+    events
+        .send(Event::Refused(key(), 3, "u".to_owned()))
+        .await
+        .expect("send");
+    drop(store);
+    assert_eq!(merged.next().await, None, "ends with the store's stream");
+}
