@@ -215,7 +215,8 @@ fn check_response(original: &[u8], input: &Input<'_>, head: &response::Head, out
             .map(|h| h.value)
             .collect()
     };
-    let closes = input.close || head.framing == Framing::UntilClose;
+    let informational = (100..200).contains(&head.status);
+    let closes = (input.close || head.framing == Framing::UntilClose) && !informational;
     let connection: &[&[u8]] = if closes { &[b"close"] } else { &[] };
     assert_eq!(values("connection"), connection, "only the relay's close");
     for name in &HOP_BY_HOP[1..] {

@@ -205,6 +205,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             self.head_deadline.set(Instant::now() + self.head_timeout);
             let head = loop {
                 match request::prepare(&self.inbuf, &self.forwarded, &mut self.out) {
+                    // A head over the limit that came in one read: the full path answers 431.
+                    Parsed::Ready(head) if head.len > self.max_head => {
+                        return End::HandOver("too_large");
+                    }
                     Parsed::Ready(head) => break head,
                     Parsed::Unsupported(reason) => return End::HandOver(reason.label()),
                     // The full path answers 431 for it.

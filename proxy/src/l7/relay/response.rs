@@ -64,6 +64,7 @@ pub fn prepare(
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut resp = httparse::Response::new(&mut headers);
     let len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(len)) if len > HEAD_LIMIT => return Err(Invalid::TooLarge),
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) if buf.len() >= HEAD_LIMIT => return Err(Invalid::TooLarge),
         Ok(httparse::Status::Partial) => return Ok(None),
@@ -96,7 +97,9 @@ pub fn prepare(
     } else {
         !found.options.close
     };
-    let close = close || framing == Framing::UntilClose;
+    // An informational response says nothing of the connection; the final one does.
+    let informational = (100..200).contains(&status);
+    let close = (close || framing == Framing::UntilClose) && !informational;
     out.clear();
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status_digits(status).as_slice());
@@ -124,7 +127,11 @@ pub fn prepare(
         len,
         status,
         framing,
-        upstream_closes: !persistent || framing == Framing::UntilClose,
+        // A transfer coding on an HTTP/1.0 response, or with a Content-Length, is framing
+        // that cannot be trusted for the next message (RFC 9112 §6.1): close after it.
+        upstream_closes: !persistent
+            || framing == Framing::UntilClose
+            || (found.chunked.is_some() && (version == 0 || found.length.is_some())),
     }))
 }
 
@@ -295,6 +302,32 @@ mod tests {
         assert!(closes("HTTP/1.1 200 OK\r\n\r\n"));
         let (_, out) = rewrite("HTTP/1.1 200 OK\r\n\r\n", false, false);
         assert_eq!(out, "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n");
+    }
+
+    #[test]
+    fn doubtful_framing_ends_the_upstream_connection_and_hints_never_close() {
+        let closes = |head: &str| {
+            rewrite(head, false, false)
+                .0
+                .expect("valid")
+                .expect("complete")
+                .upstream_closes
+        };
+        assert!(closes(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+        ));
+        assert!(closes(
+            "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ));
+        assert!(!closes(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ));
+        let (_, out) = rewrite(
+            "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n",
+            false,
+            true,
+        );
+        assert!(!out.contains("connection: close"), "{out}");
     }
 
     #[test]
