@@ -213,6 +213,11 @@ async fn read_until(client: &mut TcpStream, buf: &mut Vec<u8>, want: &str) {
     }
 }
 
+/// Writes `text` to the proxy.
+async fn send(client: &mut TcpStream, text: &str) {
+    client.write_all(text.as_bytes()).await.expect("write");
+}
+
 /// Reads until the proxy closes the connection; returns everything read.
 async fn read_to_close(client: &mut TcpStream) -> String {
     let mut bytes = Vec::new();
@@ -237,15 +242,9 @@ async fn length_and_chunked_responses_keep_one_connection_each_side() {
     let (proxy, mut client) = proxy_to(backend.addr).await;
     let mut buf = Vec::new();
     for round in 0..2 {
-        client
-            .write_all(get("/", "").as_bytes())
-            .await
-            .expect("write");
+        send(&mut client, &get("/", "")).await;
         read_until(&mut client, &mut buf, "first").await;
-        client
-            .write_all(get("/", "").as_bytes())
-            .await
-            .expect("write");
+        send(&mut client, &get("/", "")).await;
         read_until(&mut client, &mut buf, "x-sum: 6\r\n\r\n").await;
         let text = String::from_utf8_lossy(&buf).into_owned();
         assert!(
@@ -271,7 +270,7 @@ async fn headers_are_rewritten_for_the_sandbox() {
          Content-Length: 4\r\nX-Kept: yes\r\n\r\nbody",
         host("alice")
     );
-    client.write_all(request.as_bytes()).await.expect("write");
+    send(&mut client, &request).await;
     let mut buf = Vec::new();
     read_until(&mut client, &mut buf, "204 No Content\r\n\r\n").await;
     let seen = backend.seen();
@@ -299,10 +298,7 @@ async fn a_body_delimited_by_the_close_closes_the_client_connection() {
     let backend =
         Scripted::start(|_, _| Answer::close("HTTP/1.1 200 OK\r\n\r\nuntil the end")).await;
     let (proxy, mut client) = proxy_to(backend.addr).await;
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     let text = read_to_close(&mut client).await;
     assert!(text.contains("connection: close\r\n"), "{text:?}");
     assert!(text.ends_with("\r\n\r\nuntil the end"), "{text:?}");
@@ -322,23 +318,14 @@ async fn bodiless_responses_and_early_hints_keep_the_connection() {
     .await;
     let (proxy, mut client) = proxy_to(backend.addr).await;
     let head = format!("HEAD / HTTP/1.1\r\nHost: {}\r\n\r\n", host("alice"));
-    client.write_all(head.as_bytes()).await.expect("write");
+    send(&mut client, &head).await;
     let mut buf = Vec::new();
     read_until(&mut client, &mut buf, "Content-Length: 9\r\n\r\n").await;
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     read_until(&mut client, &mut buf, "304 Not Modified").await;
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     read_until(&mut client, &mut buf, "done").await;
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     read_until(&mut client, &mut buf, "last").await;
     let text = String::from_utf8_lossy(&buf).into_owned();
     assert!(
@@ -365,7 +352,7 @@ async fn pipelined_requests_are_answered_in_order() {
     .await;
     let (proxy, mut client) = proxy_to(backend.addr).await;
     let three = [get("/a", ""), get("/b", ""), get("/c", "")].concat();
-    client.write_all(three.as_bytes()).await.expect("write");
+    send(&mut client, &three).await;
     let mut buf = Vec::new();
     read_until(&mut client, &mut buf, "reply2").await;
     let text = String::from_utf8_lossy(&buf).into_owned();
@@ -390,10 +377,7 @@ async fn a_connection_the_sandbox_closed_while_idle_is_replaced() {
     let (proxy, mut client) = proxy_to(backend.addr).await;
     let mut buf = Vec::new();
     for n in 0..3 {
-        client
-            .write_all(get("/", "").as_bytes())
-            .await
-            .expect("write");
+        send(&mut client, &get("/", "")).await;
         read_until(&mut client, &mut buf, &format!("r{n}")).await;
     }
     let conns: Vec<usize> = backend.seen().iter().map(|s| s.conn).collect();
@@ -411,22 +395,13 @@ async fn broken_responses_get_502_or_a_close_and_other_requests_go_on() {
     .await;
     let (proxy, mut client) = proxy_to(backend.addr).await;
     let mut buf = Vec::new();
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     read_until(&mut client, &mut buf, "502 Bad Gateway").await;
     read_until(&mut client, &mut buf, "malformed response head").await;
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     read_until(&mut client, &mut buf, "\r\n\r\nok").await;
     // A body cut short: the client sees the connection close, never a whole response.
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     let rest = read_to_close(&mut client).await;
     assert!(rest.ends_with("\r\n\r\nabc"), "{rest:?}");
     proxy.shutdown().await;
@@ -437,10 +412,7 @@ async fn a_request_the_relay_does_not_cover_moves_the_connection_to_the_full_pat
     let backend = Scripted::numbered().await;
     let (proxy, mut client) = proxy_to(backend.addr).await;
     let mut buf = Vec::new();
-    client
-        .write_all(get("/relayed", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/relayed", "")).await;
     read_until(&mut client, &mut buf, "r0").await;
     // A chunked upload is the full path's: it reaches the sandbox with its body whole.
     let upload = format!(
@@ -448,12 +420,9 @@ async fn a_request_the_relay_does_not_cover_moves_the_connection_to_the_full_pat
          4\r\nwiki\r\n5\r\npedia\r\n0\r\n\r\n",
         host("alice")
     );
-    client.write_all(upload.as_bytes()).await.expect("write");
+    send(&mut client, &upload).await;
     read_until(&mut client, &mut buf, "r1").await;
-    client
-        .write_all(get("/after", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/after", "")).await;
     read_until(&mut client, &mut buf, "r2").await;
     let seen = backend.seen();
     assert_eq!(seen[1].body, b"wikipedia", "{seen:?}");
@@ -478,10 +447,7 @@ async fn with_the_relay_off_every_request_takes_the_full_path() {
     assert!(!proxy.router().config().http.relay);
     let addr = proxy.addrs().http.expect("http listener");
     let mut client = TcpStream::connect(addr).await.expect("connect");
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     let mut buf = Vec::new();
     read_until(&mut client, &mut buf, "\r\n\r\nok").await;
     // The full path (hyper) writes header names in lower case and adds a date.
@@ -504,14 +470,11 @@ async fn only_a_safe_request_goes_again_after_the_sandbox_hung_up_on_it() {
         "POST /pay HTTP/1.1\r\nHost: {}\r\nContent-Length: 3\r\n\r\none",
         host("alice")
     );
-    client.write_all(post.as_bytes()).await.expect("write");
+    send(&mut client, &post).await;
     let mut buf = Vec::new();
     read_until(&mut client, &mut buf, "502 Bad Gateway").await;
     assert_eq!(backend.seen().len(), 1, "a POST is never sent twice");
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     read_until(&mut client, &mut buf, "\r\n\r\nok").await;
     let seen = backend.seen();
     let paths: Vec<&str> = seen
@@ -544,7 +507,7 @@ async fn large_bodies_pass_whole_both_ways_on_a_kept_connection() {
             host("alice"),
             upload.len()
         );
-        client.write_all(post.as_bytes()).await.expect("write");
+        send(&mut client, &post).await;
         let mut buf = Vec::new();
         read_until(&mut client, &mut buf, "--end--").await;
         let text = String::from_utf8_lossy(&buf);
@@ -569,10 +532,7 @@ async fn a_quiesce_resets_the_kept_connection_of_an_idle_client_at_once() {
     let backend = Scripted::numbered().await;
     let (proxy, mut client) = proxy_to(backend.addr).await;
     let mut buf = Vec::new();
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     read_until(&mut client, &mut buf, "r0").await;
     // The client stays connected and silent; its kept upstream connection must not make a
     // checkpoint of the sandbox wait.
@@ -580,10 +540,7 @@ async fn a_quiesce_resets_the_kept_connection_of_an_idle_client_at_once() {
     let quiet = proxy.router().quiescer().quiesce(&key, DEADLINE).await;
     assert!(quiet, "every upstream connection was closed");
     proxy.router().quiescer().release(&key);
-    client
-        .write_all(get("/", "").as_bytes())
-        .await
-        .expect("write");
+    send(&mut client, &get("/", "")).await;
     read_until(&mut client, &mut buf, "r1").await;
     let conns: Vec<usize> = backend.seen().iter().map(|s| s.conn).collect();
     assert_eq!(conns, [1, 2], "the next request dialled anew");

@@ -283,15 +283,17 @@ mod tests {
         assert_eq!(out, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
     }
 
+    /// Whether the upstream connection ends after a response with this head.
+    fn closes(head: &str) -> bool {
+        rewrite(head, false, false)
+            .0
+            .expect("valid")
+            .expect("complete")
+            .upstream_closes
+    }
+
     #[test]
     fn knows_when_the_upstream_connection_ends() {
-        let closes = |head: &str| {
-            rewrite(head, false, false)
-                .0
-                .expect("valid")
-                .expect("complete")
-                .upstream_closes
-        };
         assert!(closes(
             "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
         ));
@@ -306,13 +308,6 @@ mod tests {
 
     #[test]
     fn doubtful_framing_ends_the_upstream_connection_and_hints_never_close() {
-        let closes = |head: &str| {
-            rewrite(head, false, false)
-                .0
-                .expect("valid")
-                .expect("complete")
-                .upstream_closes
-        };
         assert!(closes(
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
         ));
