@@ -14,6 +14,7 @@ mod accept;
 pub mod activity;
 mod admin;
 pub mod config;
+mod deadline;
 pub mod directory;
 pub mod error;
 pub mod hold;

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use pingora_limits::rate::Rate;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
+use crate::deadline::Deadline;
 use crate::error::ProxyError;
 use crate::metrics as m;
 
@@ -120,19 +121,17 @@ pub struct IdleTimeout<T> {
     inner: T,
     control: IdleControl,
     last: Instant,
-    sleep: Pin<Box<Sleep>>,
+    deadline: Deadline,
 }
 
 impl<T> IdleTimeout<T> {
     /// Wraps `inner`, limited by `control`.
     pub fn new(inner: T, control: IdleControl) -> Self {
-        let last = Instant::now();
-        let first = control.get().map_or_else(far_future, |t| last + t);
         Self {
             inner,
+            deadline: Deadline::after(control.get()),
             control,
-            last,
-            sleep: Box::pin(tokio::time::sleep_until(first)),
+            last: Instant::now(),
         }
     }
 
@@ -145,39 +144,20 @@ impl<T> IdleTimeout<T> {
         self.last = Instant::now();
     }
 
-    /// True once the limit passed since the last byte; re-arms the timer otherwise.
+    /// True once the limit passed since the last byte; arms the timer otherwise.
     ///
     /// While bytes keep moving the timer stays at its earlier deadline and is moved only when
-    /// it fires (or the limit shrinks below it): one timer update per idle period instead of
-    /// one per read, which on a keep-alive connection is one per request.
+    /// it fires (or the limit shrinks below it, see [`Deadline::set`]): one timer update per
+    /// idle period instead of one per read, which on a keep-alive connection is one per
+    /// request.
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        // Bounded: each turn either returns or moves the deadline to `due`, after which the
-        // timer fires only once `due` passed, which returns.
-        for _ in 0..3 {
-            // Without a limit, nothing to arm; a limit set later is seen at the next poll.
-            let Some(limit) = self.control.get() else {
-                return false;
-            };
-            let due = self.last + limit;
-            if self.sleep.deadline() > due {
-                self.sleep.as_mut().reset(due);
-            }
-            if self.sleep.as_mut().poll(cx).is_pending() {
-                return false;
-            }
-            if Instant::now() >= due {
-                return true;
-            }
-            // Fired at an earlier deadline, but bytes moved since: wait for the new one.
-            self.sleep.as_mut().reset(due);
-        }
-        false
+        // Without a limit, nothing to arm; a limit set later is seen at the next poll.
+        let Some(limit) = self.control.get() else {
+            return false;
+        };
+        self.deadline.set(self.last + limit);
+        self.deadline.poll_passed(cx)
     }
-}
-
-/// Far enough ahead to never fire (about 30 years), for a connection without a limit.
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
 }
 
 fn idle_error() -> io::Error {

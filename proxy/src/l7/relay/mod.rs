@@ -14,7 +14,6 @@
 //! WebSocket, chunked uploads, ...) stays the same.
 
 pub mod chunked;
-mod deadline;
 mod names;
 pub mod request;
 pub mod response;
@@ -29,7 +28,6 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use self::chunked::Chunked;
-use self::deadline::Deadline;
 use self::request::{Forwarded, Parsed};
 use self::response::Framing;
 use self::upstream::Upstream;
@@ -38,6 +36,7 @@ use super::headers::Scheme;
 use super::route_cache::RouteCache;
 use super::service::status_label;
 use crate::activity::ConnectionGuard;
+use crate::deadline::Deadline;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
 use crate::kind::ConnKind;

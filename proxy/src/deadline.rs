@@ -1,9 +1,11 @@
 //! [`Deadline`]: a connection's moving deadline on one timer that is moved only when it fires,
-//! so a keep-alive request that pushes the deadline forward costs no timer update.
+//! so traffic or a keep-alive request that pushes the deadline forward costs no timer update.
+//! The idle limit of client streams (`limits::IdleTimeout`) and the HTTP/1.1 relay's limits
+//! use it.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
@@ -34,6 +36,25 @@ impl Deadline {
         }
     }
 
+    /// Whether the deadline passed; otherwise the timer is armed to wake the task.
+    pub(crate) fn poll_passed(&mut self, cx: &mut Context<'_>) -> bool {
+        // A reset moves the timer to `due`, which is still ahead, so the next poll is
+        // pending: two rounds in practice; the bound only guards against a timer that fires
+        // early, by waking the task to try again.
+        for _ in 0..4 {
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            if Instant::now() >= self.due {
+                return true;
+            }
+            let due = self.due;
+            self.sleep.as_mut().reset(due);
+        }
+        cx.waker().wake_by_ref();
+        false
+    }
+
     /// Runs `work` until it finishes (`Some`) or the deadline passes (`None`).
     pub(crate) async fn run<F: Future>(&mut self, work: F) -> Option<F::Output> {
         let mut work = std::pin::pin!(work);
@@ -41,21 +62,11 @@ impl Deadline {
             if let Poll::Ready(out) = work.as_mut().poll(cx) {
                 return Poll::Ready(Some(out));
             }
-            // A reset moves the timer to `due`, which is still ahead, so the next poll is
-            // pending: two rounds in practice; the bound only guards against a timer that
-            // fires early, by yielding and trying again.
-            for _ in 0..4 {
-                if self.sleep.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                if Instant::now() >= self.due {
-                    return Poll::Ready(None);
-                }
-                let due = self.due;
-                self.sleep.as_mut().reset(due);
+            if self.poll_passed(cx) {
+                Poll::Ready(None)
+            } else {
+                Poll::Pending
             }
-            cx.waker().wake_by_ref();
-            Poll::Pending
         })
         .await
     }
