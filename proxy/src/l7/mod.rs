@@ -203,6 +203,7 @@ async fn serve_plain(
         return;
     }
     let limit = park::HEAD_LIMIT.min(config.limits.max_header_bytes);
+    let relay_on = config.http.relay;
     drop(config);
     let (bytes, handover, complete) = match park::read_head(&stream, limit, timeout).await {
         park::Head::Silent => return silent(peer),
@@ -227,27 +228,18 @@ async fn serve_plain(
         },
     };
     // The relay takes a whole first head; anything else starts on the full path.
-    let (bytes, stream, handover) = if complete && router.config().http.relay {
-        let relayed = relay::serve(router.clone(), stream, peer, Scheme::Http, bytes, handover);
-        match Box::pin(relayed).await {
-            relay::Outcome::Closed => return,
-            relay::Outcome::HandOver {
-                bytes,
-                stream,
-                handover,
-            } => (bytes, stream, handover),
-        }
+    if complete && relay_on {
+        relay_then_full(router, client, stream, peer, Scheme::Http, bytes, handover).await;
     } else {
-        (bytes, stream, handover)
-    };
-    let mut bytes = bytes;
-    bytes.shrink_to_fit();
-    let io = rewind::Rewind::new(bytes, stream);
-    Box::pin(serve(router, client, io, peer, Scheme::Http, handover)).await;
+        let mut bytes = bytes;
+        bytes.shrink_to_fit();
+        let io = rewind::Rewind::new(bytes, stream);
+        Box::pin(serve(router, client, io, peer, Scheme::Http, handover)).await;
+    }
 }
 
 /// Serves an HTTP/1.1 connection after TLS (no `h2` negotiated): through the relay when it is
-/// on, then (or at once) the full path with the bytes read.
+/// on, else on the full path.
 pub(crate) async fn serve_http1_tls<IO>(
     router: Router,
     client: Arc<UpstreamClient>,
@@ -256,27 +248,48 @@ pub(crate) async fn serve_http1_tls<IO>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    if !router.config().http.relay {
-        return serve_http_connection(router, client, io, peer, Scheme::Https).await;
-    }
-    let relayed = relay::serve(
-        router.clone(),
-        io,
-        peer,
-        Scheme::Https,
-        Vec::new(),
-        Handover::default(),
-    );
-    match Box::pin(relayed).await {
-        relay::Outcome::Closed => {}
-        relay::Outcome::HandOver {
-            bytes,
-            stream,
+    if router.config().http.relay {
+        let handover = Handover::default();
+        relay_then_full(
+            router,
+            client,
+            io,
+            peer,
+            Scheme::Https,
+            Vec::new(),
             handover,
-        } => {
-            let io = rewind::Rewind::new(bytes, stream);
-            Box::pin(serve(router, client, io, peer, Scheme::Https, handover)).await;
-        }
+        )
+        .await;
+    } else {
+        serve_http_connection(router, client, io, peer, Scheme::Https).await;
+    }
+}
+
+/// Relays the connection (its first bytes read already are `bytes`) until it closes or a
+/// request the relay does not cover hands it, with the bytes read, to the full path.
+async fn relay_then_full<IO>(
+    router: Router,
+    client: Arc<UpstreamClient>,
+    io: IO,
+    peer: SocketAddr,
+    scheme: Scheme,
+    bytes: Vec<u8>,
+    handover: Handover,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let relayed = relay::serve(router.clone(), io, peer, scheme, bytes, handover);
+    // Boxed: a connection in the compact hold must not carry the relay's or the full path's
+    // state.
+    if let relay::Outcome::HandOver {
+        mut bytes,
+        stream,
+        handover,
+    } = Box::pin(relayed).await
+    {
+        bytes.shrink_to_fit();
+        let io = rewind::Rewind::new(bytes, stream);
+        Box::pin(serve(router, client, io, peer, scheme, handover)).await;
     }
 }
 
