@@ -112,51 +112,49 @@ pub fn prepare(buf: &[u8], forwarded: &Forwarded, out: &mut Vec<u8>) -> Parsed {
     if method == "CONNECT" || !path.starts_with('/') {
         return Parsed::Unsupported(Unsupported::Target);
     }
-    let checked = match check(req.headers, forwarded.router_headers) {
+    out.clear();
+    out.extend_from_slice(method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(path.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let checked = match check_and_write(req.headers, forwarded.router_headers, out) {
         Ok(checked) => checked,
         Err(reason) => return Parsed::Unsupported(reason),
     };
     let Some(host) = checked.host else {
         return Parsed::Unsupported(Unsupported::Host);
     };
-    let host_bytes = host.value;
-    if host_bytes.is_empty() || !host_bytes.iter().all(|b| (0x21..0x7f).contains(b)) {
+    if host.is_empty() || !host.iter().all(|b| (0x21..0x7f).contains(b)) {
         return Parsed::Unsupported(Unsupported::Host);
     }
-    out.clear();
-    write_head(
-        out,
-        method,
-        path,
-        req.headers,
-        forwarded,
-        host_bytes,
-        &checked,
-    );
+    write_forwarded(out, req.headers, forwarded, host, checked.forwarded_for);
     let body = checked.length.unwrap_or(0);
     Parsed::Ready(Head {
         len,
         body,
-        host: offset_in(buf, host_bytes),
+        host: offset_in(buf, host),
         close: checked.close,
         head_method: method == "HEAD",
         replayable: body == 0 && matches!(method, "GET" | "HEAD" | "OPTIONS"),
     })
 }
 
-/// What one pass over the headers found.
-struct Checked<'h, 'b> {
-    host: Option<&'h httparse::Header<'b>>,
+/// What the pass over the headers found.
+struct Checked<'b> {
+    host: Option<&'b [u8]>,
     length: Option<u64>,
     close: bool,
     forwarded_for: bool,
 }
 
-/// Checks the headers against what the relay covers.
-fn check<'h, 'b>(
-    headers: &'h [httparse::Header<'b>],
+/// Checks the headers against what the relay covers and, in the same pass, writes the
+/// end-to-end ones to `out` as the client sent them (what was written is discarded when a
+/// header is not covered).
+fn check_and_write<'b>(
+    headers: &[httparse::Header<'b>],
     router_headers: bool,
-) -> Result<Checked<'h, 'b>, Unsupported> {
+    out: &mut Vec<u8>,
+) -> Result<Checked<'b>, Unsupported> {
     let mut checked = Checked {
         host: None,
         length: None,
@@ -166,7 +164,7 @@ fn check<'h, 'b>(
     for header in headers {
         match names::classify(header.name) {
             Name::Host if checked.host.is_some() => return Err(Unsupported::Host),
-            Name::Host => checked.host = Some(header),
+            Name::Host => checked.host = Some(header.value),
             Name::ContentLength => {
                 if checked.length.is_some() {
                     return Err(Unsupported::Framing);
@@ -186,48 +184,32 @@ fn check<'h, 'b>(
                     return Err(Unsupported::Upgrade);
                 }
                 checked.close |= options.close;
+                continue;
             }
             Name::RouterHeader if router_headers => return Err(Unsupported::RouterHeaders),
-            Name::ForwardedFor => checked.forwarded_for = true,
-            _ => {}
+            Name::ForwardedFor => {
+                checked.forwarded_for = true;
+                continue;
+            }
+            // Replaced by the proxy's own, or hop-by-hop.
+            Name::ForwardedProto | Name::ForwardedHost | Name::HopByHop => continue,
+            Name::RouterHeader | Name::Other => {}
         }
+        names::write_header(out, header.name.as_bytes(), header.value);
     }
     Ok(checked)
 }
 
-/// Writes the head sent to the sandbox: the request line, the end-to-end headers as the
-/// client sent them, and the forwarding headers.
-fn write_head(
+/// Writes the forwarding headers and the end of the head.
+fn write_forwarded(
     out: &mut Vec<u8>,
-    method: &str,
-    path: &str,
     headers: &[httparse::Header<'_>],
     forwarded: &Forwarded,
     host: &[u8],
-    checked: &Checked<'_, '_>,
+    prior: bool,
 ) {
-    out.extend_from_slice(method.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(path.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    for header in headers {
-        let forward = match names::classify(header.name) {
-            Name::Other | Name::Host | Name::ContentLength | Name::RouterHeader => true,
-            Name::ForwardedFor
-            | Name::ForwardedProto
-            | Name::ForwardedHost
-            | Name::Connection
-            | Name::HopByHop
-            | Name::TransferEncoding
-            | Name::Upgrade
-            | Name::Expect => false,
-        };
-        if forward {
-            names::write_header(out, header.name.as_bytes(), header.value);
-        }
-    }
     out.extend_from_slice(b"x-forwarded-for: ");
-    if checked.forwarded_for {
+    if prior {
         // Earlier hops' values, in order, joined into one list before the client's address.
         for header in headers {
             if names::classify(header.name) == Name::ForwardedFor {
