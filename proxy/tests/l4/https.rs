@@ -46,6 +46,21 @@ async fn http_backend() -> std::net::SocketAddr {
     addr
 }
 
+/// A response's body as text.
+async fn body_of(response: hyper::Response<hyper::body::Incoming>) -> String {
+    let body = response.into_body().collect().await.expect("body");
+    String::from_utf8_lossy(&body.to_bytes()).into_owned()
+}
+
+/// `rouse_proxy_http_relay_handovers_total{reason="framing"}` now.
+fn framing_handovers() -> u64 {
+    let metrics = rouse_proxy::metrics::render();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("rouse_proxy_http_relay_handovers_total{reason=\"framing\"} "))
+        .map_or(0, |v| v.trim().parse().expect("a count"))
+}
+
 #[tokio::test]
 async fn https_with_alpn_h2_reaches_the_sandbox_with_the_certificate_for_its_name() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -86,14 +101,8 @@ async fn https_with_alpn_h2_reaches_the_sandbox_with_the_certificate_for_its_nam
         .expect("response");
     assert_eq!(response.status(), 200);
     assert_eq!(response.version(), http::Version::HTTP_2);
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
     assert_eq!(
-        String::from_utf8_lossy(&body),
+        body_of(response).await,
         format!("proto=https host={} path=/over-h2", host("gina"))
     );
 
@@ -131,6 +140,7 @@ async fn https_http1_keep_alive_requests_and_a_chunked_upload_share_one_connecti
         .await
         .expect("http/1.1 handshake");
     tokio::spawn(conn);
+    let before = framing_handovers();
     // Two relayed requests, then a chunked upload (the full path's), then one more: all on
     // the one client connection.
     for (path, chunked) in [("/a", false), ("/b", false), ("/up", true), ("/c", false)] {
@@ -149,16 +159,16 @@ async fn https_http1_keep_alive_requests_and_a_chunked_upload_share_one_connecti
             .expect("a response")
             .expect("response");
         assert_eq!(response.status(), 200, "{path}");
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
         assert_eq!(
-            String::from_utf8_lossy(&body),
+            body_of(response).await,
             format!("proto=https host={} path={path}", host("hana"))
         );
     }
+    // The chunked upload was handed from the relay to the full path: the relay served the
+    // connection before it.
+    assert!(
+        framing_handovers() > before,
+        "the relay served the connection"
+    );
     proxy.shutdown().await;
 }
