@@ -546,3 +546,21 @@ async fn a_quiesce_resets_the_kept_connection_of_an_idle_client_at_once() {
     assert_eq!(conns, [1, 2], "the next request dialled anew");
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_drain_closes_an_idle_relayed_connection_at_once() {
+    let backend = Scripted::numbered().await;
+    let directory = TestDirectory::new();
+    directory.running("alice", backend.addr);
+    // A drain deadline far beyond the test's: only closing the idle connection ends it.
+    let proxy = start(config("[drain]\ntimeout = \"10m\"\n"), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+    let mut client = TcpStream::connect(addr).await.expect("connect");
+    let mut buf = Vec::new();
+    send(&mut client, &get("/", "")).await;
+    read_until(&mut client, &mut buf, "r0").await;
+    let drained = tokio::time::timeout(DEADLINE, proxy.shutdown()).await;
+    assert!(drained.is_ok(), "the drain waited for an idle client");
+    let rest = read_to_close(&mut client).await;
+    assert!(rest.is_empty(), "{rest:?}");
+}
