@@ -6,14 +6,12 @@
 const MAX_LINE: usize = 4096;
 /// Most trailer bytes accepted after the last chunk.
 const MAX_TRAILERS: usize = 64 * 1024;
-/// Most hex digits of a chunk size (the size must fit in a `u64`).
-const MAX_SIZE_DIGITS: usize = 16;
 
 /// Where a chunked body's scan stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// Reading the hex digits of a chunk size.
-    Size { digits: usize },
+    /// Reading the hex digits of a chunk size (`any`: at least one was read).
+    Size { any: bool },
     /// Past the size: extensions up to the line's end.
     Extension,
     /// Expecting the LF of a chunk-size line.
@@ -60,7 +58,7 @@ impl Chunked {
     /// A scan at the start of a body.
     pub fn new() -> Self {
         Self {
-            state: State::Size { digits: 0 },
+            state: State::Size { any: false },
             size: 0,
             line: 0,
             trailers: 0,
@@ -102,16 +100,21 @@ impl Chunked {
     /// The state after one framing byte.
     fn step(&mut self, byte: u8) -> Result<State, ChunkedError> {
         let next = match self.state {
-            State::Size { digits } => match hex(byte) {
+            State::Size { any } => match hex(byte) {
                 Some(value) => {
-                    if digits == MAX_SIZE_DIGITS {
+                    // Leading zeros are allowed (RFC 9112 §7.1), so the bound is on the value
+                    // (it must fit in a `u64`) and on the line's length, not on the digits.
+                    if self.size >> 60 != 0 {
                         return Err(ChunkedError("chunk size too large"));
                     }
-                    self.size = (self.size << 4) | u64::from(value);
                     self.line += 1;
-                    State::Size { digits: digits + 1 }
+                    if self.line > MAX_LINE {
+                        return Err(ChunkedError("chunk size line too long"));
+                    }
+                    self.size = (self.size << 4) | u64::from(value);
+                    State::Size { any: true }
                 }
-                None if digits == 0 => return Err(ChunkedError("chunk size missing")),
+                None if !any => return Err(ChunkedError("chunk size missing")),
                 None => self.after_size(byte)?,
             },
             State::Extension => {
@@ -184,7 +187,7 @@ impl Chunked {
     fn next_size(&mut self) -> State {
         self.size = 0;
         self.line = 0;
-        State::Size { digits: 0 }
+        State::Size { any: false }
     }
 
     /// One byte of a trailer line.
@@ -266,12 +269,22 @@ mod tests {
     }
 
     #[test]
+    fn accepts_leading_zeros_in_a_chunk_size() {
+        let body = b"0000000000000000000005\r\nhello\r\n00000000000000000000\r\n\r\n";
+        assert_eq!(end_of(body), Ok(Some(body.len())));
+        // The largest size a u64 holds, after leading zeros, is a size, not an error.
+        assert!(Chunked::new().scan(b"00ffffffffffffffff\r\n").is_ok());
+    }
+
+    #[test]
     fn rejects_malformed_framing() {
         assert!(end_of(b"x\r\n").is_err());
         assert!(end_of(b"\r\n").is_err());
         assert!(end_of(b"3\r\nabcd\r\n").is_err());
         assert!(end_of(b"3\rx").is_err());
         assert!(end_of(b"11111111111111111\r\n").is_err());
+        let zeros = [&[b'0'; MAX_LINE + 1][..], b"\r\n"].concat();
+        assert!(end_of(&zeros).is_err());
         let long_extension = [b"1;".as_slice(), &[b'a'; MAX_LINE + 1]].concat();
         assert!(end_of(&long_extension).is_err());
         let long_trailer = [b"0\r\n".as_slice(), &[b'a'; MAX_LINE + 1]].concat();
