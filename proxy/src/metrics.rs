@@ -34,6 +34,9 @@ pub const UPSTREAM_ERRORS_TOTAL: &str = "rouse_proxy_upstream_errors_total";
 pub const DIAL_RETRIES_TOTAL: &str = "rouse_proxy_dial_retries_total";
 /// Bytes proxied, by `direction` (to_upstream, to_client).
 pub const BYTES_TOTAL: &str = "rouse_proxy_bytes_total";
+/// Of the bytes proxied, those moved through a kernel pipe (`splice(2)`) without being copied
+/// into the proxy.
+pub const ZERO_COPY_BYTES_TOTAL: &str = "rouse_proxy_zero_copy_bytes_total";
 /// Activity reports sent to the directory, by `result` (ok, error).
 pub const ACTIVITY_REPORTS_TOTAL: &str = "rouse_proxy_activity_reports_total";
 /// Route updates applied from the directory.
@@ -109,6 +112,9 @@ pub(crate) mod hot {
     /// `rouse_proxy_bytes_total{direction="to_client"}`.
     pub(crate) static BYTES_TO_CLIENT: LazyLock<Counter> =
         LazyLock::new(|| metrics::counter!(BYTES_TOTAL, "direction" => "to_client"));
+    /// `rouse_proxy_zero_copy_bytes_total`.
+    pub(crate) static ZERO_COPY_BYTES: LazyLock<Counter> =
+        LazyLock::new(|| metrics::counter!(ZERO_COPY_BYTES_TOTAL));
     /// The `code` labels of `rouse_proxy_requests_total`: common codes by number, the rest
     /// by class.
     pub(crate) const REQUEST_CODE_LABELS: [&str; 23] = [

@@ -18,6 +18,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::metrics::hot::ZERO_COPY_BYTES;
+
 mod pipe;
 #[cfg(test)]
 mod tests;
@@ -181,12 +183,17 @@ async fn drive(
     let mut total = Transferred::default();
     poll_fn(|cx| {
         let (before_up, before_down) = (up.bytes, down.bytes);
+        let piped_before = up.piped + down.piped;
         let (up_done, down_done) = step(cx, &mut up, &mut down)?;
         let moved = (up.bytes - before_up, down.bytes - before_down);
         if moved != (0, 0) {
             on_bytes(moved.0, moved.1);
             total.to_upstream += moved.0;
             total.to_client += moved.1;
+            let piped = up.piped + down.piped - piped_before;
+            if piped > 0 {
+                ZERO_COPY_BYTES.increment(piped);
+            }
         }
         if up_done.is_ready() && down_done.is_ready() {
             total.zero_copy = up.piped + down.piped;

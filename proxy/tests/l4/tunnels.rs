@@ -186,3 +186,56 @@ async fn a_client_hanging_up_while_held_leaves_no_hold_behind() {
     .await;
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_bulk_static_tcp_stream_goes_through_the_pipe_and_is_counted() {
+    const LEN: usize = 16 << 20;
+    let directory = rouse_proxy::StaticDirectory::new(&[]);
+    running(&directory, "frank", 5432, echo_backend().await);
+    let proxy = start(TCP, &directory).await;
+    let before = zero_copy_bytes();
+
+    let client = TcpStream::connect(proxy.addrs().tcp[0])
+        .await
+        .expect("connect");
+    let (mut reader, mut writer) = client.into_split();
+    let block: Vec<u8> = (0..64 * 1024).map(|i| (i % 251) as u8).collect();
+    let upload = async move {
+        for _ in 0..LEN / block.len() {
+            writer.write_all(&block).await.expect("write");
+        }
+        writer.shutdown().await.expect("half-close");
+    };
+    let download = async move {
+        let mut echoed = Vec::with_capacity(LEN);
+        reader.read_to_end(&mut echoed).await.expect("read");
+        echoed
+    };
+    let ((), echoed) = tokio::time::timeout(PATIENCE, async { tokio::join!(upload, download) })
+        .await
+        .expect("the echo ends in time");
+    assert_eq!(echoed.len(), LEN);
+    assert!(
+        echoed
+            .iter()
+            .enumerate()
+            .all(|(i, byte)| *byte == ((i % (64 * 1024)) % 251) as u8),
+        "the echo is intact"
+    );
+    // Bulk directions move through a kernel pipe once their buffer is at its largest size.
+    let after = zero_copy_bytes();
+    assert!(
+        after > before,
+        "zero-copy bytes went from {before} to {after}"
+    );
+    assert!(after - before <= 2 * LEN as u64, "{before} -> {after}");
+    proxy.shutdown().await;
+}
+
+/// The value of `rouse_proxy_zero_copy_bytes_total` now (0 before the first pipe).
+fn zero_copy_bytes() -> u64 {
+    metrics_text()
+        .lines()
+        .find_map(|line| line.strip_prefix("rouse_proxy_zero_copy_bytes_total "))
+        .map_or(0, |value| value.trim().parse().expect("a counter value"))
+}
