@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use http::HeaderValue;
 
-use super::headers::Scheme;
+use super::headers::{Scheme, forwarded_for_value};
 use super::route_cache::RouteCache;
 use super::sticky::StickyUpstream;
 use crate::error::ProxyError;
@@ -33,9 +33,7 @@ pub(crate) struct ConnState {
 impl ConnState {
     /// The state of a new connection from `peer`.
     pub(crate) fn new(peer: SocketAddr, scheme: Scheme, idle: IdleControl) -> Self {
-        // An IP address's text is always a valid header value; the fallback is never taken.
-        let forwarded_for = HeaderValue::from_str(&peer.ip().to_string())
-            .unwrap_or_else(|_| HeaderValue::from_static("unknown"));
+        let forwarded_for = forwarded_for_value(peer.ip());
         Self {
             peer,
             scheme,

@@ -150,23 +150,27 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: Option<HeaderValu
     }
 }
 
-/// Appends the client to `X-Forwarded-For` and sets `X-Forwarded-Proto` and `-Host`.
+/// Appends the client to `X-Forwarded-For` and sets `X-Forwarded-Proto` and `-Host` (removed
+/// when `host` is not a valid header value).
 pub fn set_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &str, host: &str) {
-    append_forwarded_for(headers, client);
-    headers.insert(X_FORWARDED_PROTO, proto_value(proto));
-    if let Ok(value) = HeaderValue::from_str(host) {
-        headers.insert(X_FORWARDED_HOST, value);
-    }
+    let host = HeaderValue::from_str(host).ok();
+    set_forwarded_values(
+        headers,
+        &forwarded_for_value(client),
+        client,
+        proto,
+        host.as_ref(),
+    );
 }
 
-/// [`set_forwarded`] with the values made already: `client_value` is `client` as a header
-/// value (made once per connection), `host` the request's host.
+/// [`set_forwarded`] with the values made already: `client_value` is
+/// [`forwarded_for_value`] of `client` (made once per connection), `host` the request's host.
 pub(crate) fn set_forwarded_values(
     headers: &mut HeaderMap,
     client_value: &HeaderValue,
     client: IpAddr,
     proto: &str,
-    host: &HeaderValue,
+    host: Option<&HeaderValue>,
 ) {
     // Room for the three at once: one growth of the table instead of one per insert.
     headers.reserve(3);
@@ -176,7 +180,22 @@ pub(crate) fn set_forwarded_values(
         headers.insert(X_FORWARDED_FOR, client_value.clone());
     }
     headers.insert(X_FORWARDED_PROTO, proto_value(proto));
-    headers.insert(X_FORWARDED_HOST, host.clone());
+    match host {
+        Some(host) => {
+            headers.insert(X_FORWARDED_HOST, host.clone());
+        }
+        // The client's own value must not pass for the proxy's.
+        None => {
+            headers.remove(X_FORWARDED_HOST);
+        }
+    }
+}
+
+/// `client` as an `X-Forwarded-For` value.
+pub(crate) fn forwarded_for_value(client: IpAddr) -> HeaderValue {
+    // An IP address's text is always a valid header value; the fallback is never taken.
+    HeaderValue::from_str(&client.to_string())
+        .unwrap_or_else(|_| HeaderValue::from_static("unknown"))
 }
 
 /// `X-Forwarded-Proto`'s value for `proto`.
@@ -273,5 +292,23 @@ mod tests {
         assert_eq!(headers[X_FORWARDED_FOR], "10.0.0.1, 127.0.0.1");
         assert_eq!(headers[X_FORWARDED_PROTO], "http");
         assert_eq!(headers[X_FORWARDED_HOST], "a.b.sandbox.localhost");
+    }
+
+    #[test]
+    fn sets_forwarded_for_alone_and_drops_a_host_that_is_no_header_value() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            X_FORWARDED_HOST,
+            HeaderValue::from_static("spoofed.example"),
+        );
+        set_forwarded(
+            &mut headers,
+            IpAddr::from([10, 1, 2, 3]),
+            "https",
+            "bad\nhost",
+        );
+        assert_eq!(headers[X_FORWARDED_FOR], "10.1.2.3");
+        assert_eq!(headers[X_FORWARDED_PROTO], "https");
+        assert!(!headers.contains_key(X_FORWARDED_HOST), "{headers:?}");
     }
 }

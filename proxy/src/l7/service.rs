@@ -130,7 +130,7 @@ async fn proxy(
         &state.forwarded_for,
         peer.ip(),
         scheme.as_str(),
-        &host,
+        Some(&host),
     );
     if host_from_uri {
         parts.headers.insert(header::HOST, host.clone());
