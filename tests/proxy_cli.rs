@@ -6,6 +6,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use nix::sys::resource::{Resource, getrlimit};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -85,7 +86,10 @@ fn runs_proxies_and_drains_on_sigterm() {
          [[directory.routes]]\nsandbox = \"default/web\"\naddress = \"127.0.0.1\"\nports = [{}]\n",
         backend.port()
     ));
-    let mut child = rouse()
+    // Started with a low soft open-file limit, which the proxy raises to the hard one.
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -Sn 512 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_rouse"))
         .args(["proxy", "--config"])
         .arg(config.path())
         .env("ROUSE_LOG", "info")
@@ -95,17 +99,35 @@ fn runs_proxies_and_drains_on_sigterm() {
         .expect("start rouse proxy");
     let stderr = child.stderr.take().expect("stderr");
     let mut lines = BufReader::new(stderr).lines();
+    let mut open_files = None;
     let addr: SocketAddr = loop {
         let line = lines
             .next()
             .expect("the proxy logs its listener before exiting")
             .expect("read log line");
+        if line.contains("open-file limit open_files.limit=") {
+            open_files = Some(line.clone());
+        }
         if let Some(rest) = line.split("listener.addr=").nth(1) {
             let text = rest.split_whitespace().next().unwrap_or_default();
             break text.parse().expect("a socket address in the log");
         }
     };
     std::thread::spawn(move || lines.for_each(drop));
+    let open_files = open_files.expect("the open-file limit is logged before the listeners");
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    let nr_open: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .expect("nr_open")
+        .trim()
+        .parse()
+        .expect("a number");
+    let raised = hard.min(nr_open).max(512);
+    assert!(
+        open_files.contains(&format!(
+            "open_files.limit={raised} open_files.started_with=512"
+        )),
+        "{open_files}"
+    );
 
     let mut stream = TcpStream::connect(addr).expect("connect to proxy");
     stream

@@ -11,6 +11,7 @@ pub mod kubeconfig;
 pub mod logs;
 pub mod merge_exec;
 pub mod mode;
+pub mod open_files;
 pub mod proxy;
 pub mod table;
 pub mod up;

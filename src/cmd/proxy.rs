@@ -44,6 +44,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     crate::telemetry::init();
     let config = Config::from_file(path)?;
+    super::open_files::raise_and_report(config.limits.max_connections);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

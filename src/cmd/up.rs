@@ -61,6 +61,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
     crate::telemetry::init();
+    super::open_files::raise_and_report(config.proxy.limits.max_connections);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
