@@ -6,7 +6,7 @@
 const SHORT_LINE: usize = 4000;
 /// Trailers well within the relay's bound on them (64 KiB).
 const FEW_TRAILERS: usize = 60_000;
-/// Most hex digits of a chunk size the relay reads (a `u64`).
+/// Most hex digits of a chunk size the relay reads after leading zeros (a `u64`).
 const SIZE_DIGITS: usize = 16;
 
 /// A chunked body read line by line after the grammar the relay accepts (RFC 9112 §7.1, with
@@ -49,7 +49,9 @@ impl Reference {
             if digits == 0 && (!content.is_empty() || at + content.len() < body.len()) {
                 return Err("chunk size missing");
             }
-            if digits > SIZE_DIGITS {
+            // Leading zeros are allowed; the value must fit in a `u64`.
+            let significant = content[..digits].iter().skip_while(|b| **b == b'0').count();
+            if significant > SIZE_DIGITS {
                 return Err("chunk size too large");
             }
             if content
@@ -62,7 +64,7 @@ impl Reference {
                 return Ok(None);
             };
             let hex = std::str::from_utf8(&content[..digits]).expect("hex digits are ASCII");
-            let size = u64::from_str_radix(hex, 16).expect("at most 16 hex digits fit");
+            let size = u64::from_str_radix(hex, 16).expect("at most 16 significant hex digits fit");
             if size == 0 {
                 return self.trailer_section(body, next);
             }
