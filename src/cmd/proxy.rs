@@ -106,10 +106,12 @@ async fn serve(
     directory: impl Directory,
     fixed: Fixed,
 ) -> anyhow::Result<()> {
-    let proxy = Proxy::start(config, directory).await?;
+    // The handlers come first: a SIGTERM sent as soon as the listeners are logged must drain,
+    // not kill.
     let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
+    let proxy = Proxy::start(config, directory).await?;
     let mut tick = tokio::time::interval(WATCH_INTERVAL);
     let mut seen = modified(path);
     loop {
