@@ -116,11 +116,7 @@ fn runs_proxies_and_drains_on_sigterm() {
     std::thread::spawn(move || lines.for_each(drop));
     let open_files = open_files.expect("the open-file limit is logged before the listeners");
     let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
-    let nr_open: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")
-        .expect("nr_open")
-        .trim()
-        .parse()
-        .expect("a number");
+    let nr_open = rouse_proxy::open_files::nr_open().expect("/proc/sys/fs/nr_open");
     let raised = hard.min(nr_open).max(512);
     assert!(
         open_files.contains(&format!(

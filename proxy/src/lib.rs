@@ -24,6 +24,7 @@ pub mod l7;
 pub mod limits;
 pub mod metrics;
 mod on_wake;
+pub mod open_files;
 pub mod quiesce;
 pub mod reporter;
 pub mod route;

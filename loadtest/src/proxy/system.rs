@@ -31,12 +31,10 @@ pub fn rss_bytes(pid: &str) -> anyhow::Result<u64> {
     Ok(kb * 1024)
 }
 
-/// Raises the soft open-file limit to the hard limit; returns the new soft limit.
+/// Raises the soft open-file limit to the hard limit, as the proxy does; returns the new soft
+/// limit.
 pub fn raise_fd_limit() -> anyhow::Result<u64> {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
-    setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
-    Ok(hard)
+    Ok(rouse_proxy::open_files::raise()?.now)
 }
 
 /// The open-file limit the held-connection measurement asks for: room for 100,000 held
