@@ -80,9 +80,11 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     let store = EmbeddedStore::open(&data_dir.join(STORE_FILE_NAME))?;
     let mut local = LocalConfig::new(data_dir);
     local.runsc = config.runtime.runsc.clone();
+    local.gvisor = config.runtime.gvisor.clone();
     local.ksm = config.runtime.ksm.to_config();
     // Merge sandboxes start through this binary's `__merge-exec` trampoline.
     local.merge_exec = Some(std::env::current_exe().context("cannot locate the rouse binary")?);
+    report_runsc(&local.runsc);
     let platform = LocalPlatform::new(local)?;
 
     let token = if args.no_auth {
@@ -365,4 +367,21 @@ pub fn check_standalone(config: &rouse_proxy::Config) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Says at start which runsc the gvisor runtime will use, or why it cannot: a missing one is
+/// normal (most sandboxes need none), an unusable one a warning naming what to install.
+fn report_runsc(program: &Path) {
+    use rouse_controller::platform::local::{Error, inspect_runsc};
+    match inspect_runsc(program) {
+        Ok((path, info)) => tracing::info!(
+            runsc.path = %path.display(),
+            runsc.version = %info.version,
+            "gvisor runtime ready"
+        ),
+        Err(missing @ Error::RuntimeMissing { .. }) => {
+            tracing::info!(reason = %missing, "gvisor runtime unavailable")
+        }
+        Err(error) => tracing::warn!(%error, "gvisor runtime unusable"),
+    }
 }

@@ -28,7 +28,10 @@ mod sweep;
 pub use activity::ActivityView;
 pub use direct::{DirectStart, NotDirect, accepting};
 pub use error::{Error, Result};
-pub use gvisor::{INSTALL_HINT, Runsc};
+pub use gvisor::{
+    GvisorConfig, GvisorPlatform, INSTALL_HINT, RUNSC_HINT, Runsc, RunscInfo,
+    inspect as inspect_runsc,
+};
 pub use ksm::{
     DEFAULT_PAGES_TO_SCAN, DEFAULT_SLEEP_MILLISECS, KSM_SYSFS, Ksm, KsmConfig, KsmState,
     MERGE_EXEC_COMMAND,

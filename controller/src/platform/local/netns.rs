@@ -1,9 +1,10 @@
-//! A network namespace per checkpointable gVisor sandbox, joined to the host by a veth pair
-//! with an on-machine /30: the host side gets `.1`, the sandbox `.2`.
+//! A network namespace per gVisor sandbox, joined to the host by a veth pair with an
+//! on-machine /30: the host side gets `.1`, the sandbox `.2`.
 //!
-//! Why: `runsc checkpoint` refuses host networking, so a sandbox that must keep its memory
-//! across a suspend runs with `--network=sandbox` (gVisor's own network stack) inside a
-//! namespace of its own, and the proxy dials its `.2` address. The /30 of each sandbox is
+//! Why: a gVisor sandbox runs with `--network=sandbox` (gVisor's own network stack, which
+//! runsc refuses in the host's namespace and which `runsc checkpoint` can save) inside a
+//! namespace of its own; it listens on its declared container ports, as in a pod, and the
+//! proxy dials its `.2` address. The /30 of each sandbox is
 //! numbered by a small index kept in a file under the data directory, so a restore after a
 //! restart of `rouse up` finds the same namespace and address (the checkpointed network stack
 //! keeps its address).
@@ -143,6 +144,28 @@ impl Netns {
             tracing::warn!(sandbox.key = %key, %error, "deleting a network namespace failed");
         }
         let _ = std::fs::remove_file(Self::index_file(layout, key));
+    }
+}
+
+impl Netns {
+    /// Every sandbox of this data directory with a recorded namespace.
+    pub fn recorded_keys(layout: &Layout) -> Vec<ObjectKey> {
+        let mut keys = Vec::new();
+        for ns in std::fs::read_dir(netns_dir(layout))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let Some(namespace) = ns.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            for file in std::fs::read_dir(ns.path()).into_iter().flatten().flatten() {
+                if let Some(name) = file.file_name().to_str() {
+                    keys.push(ObjectKey::new(namespace.clone(), name.to_owned()));
+                }
+            }
+        }
+        keys
     }
 }
 

@@ -14,9 +14,10 @@ use tokio::sync::mpsc;
 
 use super::activity::ActivityView;
 use super::error::Error;
-use super::gvisor::Runsc;
+use super::gvisor::{GvisorConfig, Runsc};
 use super::ksm::{Ksm, KsmConfig};
 use super::layout::{Layout, ensure_dir};
+use super::netns::Netns;
 use super::pidfile;
 use super::sharing;
 use super::spec::{LaunchSpec, PortSpec};
@@ -41,6 +42,8 @@ pub struct LocalConfig {
     pub data_dir: PathBuf,
     /// The `runsc` binary: a path, or a name searched on `PATH`. Default `runsc`.
     pub runsc: PathBuf,
+    /// How the gvisor runtime runs sandboxes (platform, restore options).
+    pub gvisor: GvisorConfig,
     /// The DNS suffix in `status.serviceFQDN`. Default `cluster.local` (nothing resolves it
     /// in standalone mode).
     pub cluster_domain: String,
@@ -58,6 +61,7 @@ impl LocalConfig {
         Self {
             data_dir: data_dir.into(),
             runsc: PathBuf::from("runsc"),
+            gvisor: GvisorConfig::default(),
             cluster_domain: "cluster.local".to_owned(),
             ksm: KsmConfig::default(),
             merge_exec: None,
@@ -190,12 +194,31 @@ impl LocalPlatform {
     }
 
     /// Removes gVisor containers a previous run left under the runsc root (a no-op when runsc
-    /// is not installed); returns how many there were.
+    /// is not installed), and the network namespaces of sandboxes that neither run nor wait
+    /// for a restore; returns how many containers there were.
     pub async fn recover(&self) -> usize {
-        match Runsc::locate(&self.inner.config.runsc, &self.inner.layout) {
+        let removed = match Runsc::locate(
+            &self.inner.config.runsc,
+            &self.inner.layout,
+            &self.inner.config.gvisor,
+        ) {
             Ok(runsc) if self.inner.layout.runsc_root().exists() => runsc.delete_all().await,
             _ => 0,
+        };
+        let layout = &self.inner.layout;
+        for key in Netns::recorded_keys(layout) {
+            let busy = {
+                let state = lock(&self.inner.state);
+                running_name(&state, &key).is_some()
+                    || state.starting.contains(&key)
+                    || state.direct.contains_key(&key)
+            };
+            // A pending checkpoint restores into the same namespace and address.
+            if !busy && super::checkpoint::pending_image(layout, &key).is_none() {
+                Netns::remove(layout, &key);
+            }
         }
+        removed
     }
 
     /// Lets idle suspend consult the data plane's live view of each sandbox's traffic (see
@@ -388,7 +411,6 @@ impl LocalPlatform {
         spec: &sandbox::WorkloadSpec,
     ) -> Result<(LaunchSpec, Option<Runsc>), Error> {
         let mut launch = LaunchSpec::from_pod(&spec.spec)?;
-        launch.checkpoint = checkpoints(sandbox);
         if launch.runtime == super::RuntimeKind::Process
             && sandbox.spec.effective_memory_sharing() == MemorySharing::Merge
             && let Some(trampoline) = &self.inner.config.merge_exec
@@ -401,9 +423,11 @@ impl LocalPlatform {
         // A fork starts from its snapshot: volumes copied, memory image pending.
         self.seed_fork(sandbox, &mut launch).await?;
         let runsc = match launch.runtime {
-            super::RuntimeKind::Gvisor => {
-                Some(Runsc::locate(&self.inner.config.runsc, &self.inner.layout)?)
-            }
+            super::RuntimeKind::Gvisor => Some(Runsc::locate(
+                &self.inner.config.runsc,
+                &self.inner.layout,
+                &self.inner.config.gvisor,
+            )?),
             super::RuntimeKind::Process => None,
         };
         Ok((launch, runsc))
@@ -600,15 +624,17 @@ fn observed_workload(entry: &Entry) -> sandbox::Workload {
     }
 }
 
-/// A local error as a platform error: a spec standalone cannot run is invalid, a missing
-/// runtime unsupported, the rest unavailable (a retry may succeed).
+/// A local error as a platform error: a spec standalone cannot run is invalid, a missing or
+/// unusable runtime unsupported, the rest unavailable (a retry may succeed).
 fn platform_error(what: String, error: Error) -> PlatformError {
     match error {
         Error::Unsupported(message) => PlatformError::Invalid { what, message },
-        missing @ Error::RuntimeMissing { .. } => PlatformError::Unsupported {
-            what,
-            message: missing.to_string(),
-        },
+        missing @ (Error::RuntimeMissing { .. } | Error::RuntimeUnusable { .. }) => {
+            PlatformError::Unsupported {
+                what,
+                message: missing.to_string(),
+            }
+        }
         other => PlatformError::Unavailable {
             what,
             message: other.to_string(),

@@ -83,7 +83,7 @@ pub struct Workload {
     checkpoint: Arc<AtomicBool>,
     /// Live snapshot requests to the supervisor.
     snapshots: mpsc::Sender<SnapshotRequest>,
-    /// Whether the workload can be checkpointed (gVisor in its own network namespace).
+    /// Whether the workload can be checkpointed (gVisor).
     checkpointable: bool,
     task: JoinHandle<()>,
 }
@@ -169,21 +169,22 @@ impl Workload {
             RuntimeKind::Gvisor => {
                 let runsc = match runsc {
                     Some(runsc) => runsc.clone(),
-                    None => Runsc::locate(std::path::Path::new("runsc"), layout)?,
+                    None => Runsc::locate(
+                        std::path::Path::new("runsc"),
+                        layout,
+                        &super::gvisor::GvisorConfig::default(),
+                    )?,
                 };
-                if spec.checkpoint {
-                    // Checkpointable: its own network namespace, dialled at its address.
-                    let netns = Netns::ensure(layout, &key)?;
-                    ports = PortMap::own(netns.sandbox_ip(), &spec.ports);
-                    lease = PortLease::none();
-                    Runner::Gvisor(runsc.in_netns(netns.path()))
-                } else {
-                    Runner::Gvisor(runsc)
-                }
+                // Its own network namespace, dialled at its address on its container ports,
+                // as a pod is.
+                let netns = Netns::ensure(layout, &key)?;
+                ports = PortMap::own(netns.sandbox_ip(), &spec.ports);
+                lease = PortLease::none();
+                Runner::Gvisor(runsc.for_sandbox(netns.path()))
             }
         };
         let launch = runner.prepare(layout, &key, &spec, &ports)?;
-        let checkpointable = matches!(&runner, Runner::Gvisor(r) if r.netns().is_some());
+        let checkpointable = matches!(&runner, Runner::Gvisor(_));
         let (snapshots, requests) = mpsc::channel(1);
         let (status_tx, status) = watch::channel(WorkloadStatus {
             phase: WorkloadPhase::Pending,
@@ -359,6 +360,13 @@ impl Supervisor {
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
+        if matches!(self.runner, Runner::Gvisor(_))
+            && checkpoint::pending_image(&self.layout, &self.key).is_none()
+        {
+            // Nothing to restore into it: the next start makes a namespace again. (A pending
+            // checkpoint keeps it: the restored network stack keeps its address.)
+            Netns::remove(&self.layout, &self.key);
+        }
         self.publish(|s| {
             s.phase = WorkloadPhase::Stopped;
             s.ready = false;
@@ -374,19 +382,17 @@ impl Supervisor {
         if let Runner::Gvisor(runsc) = &self.runner {
             // A container of the same id may be left from a crash or an earlier run.
             runsc.delete(&self.key).await;
-            if runsc.netns().is_some() {
-                // runsc took the address into gVisor's stack last time: put it back.
-                if let Err(error) = Netns::ensure(&self.layout, &self.key) {
-                    let message = error.to_string();
-                    log_line(&self.log, &message);
-                    return RunEnd::Exited {
-                        succeeded: false,
-                        message,
-                    };
-                }
-                launch = checkpoint::pending_image(&self.layout, &self.key)
-                    .map(|image| runsc.launch(&self.layout, &self.key, Some(&image)));
+            // runsc took the address into gVisor's stack last time: put it back.
+            if let Err(error) = Netns::ensure(&self.layout, &self.key) {
+                let message = error.to_string();
+                log_line(&self.log, &message);
+                return RunEnd::Exited {
+                    succeeded: false,
+                    message,
+                };
             }
+            launch = checkpoint::pending_image(&self.layout, &self.key)
+                .map(|image| runsc.launch(&self.layout, &self.key, Some(&image)));
         }
         let restoring = AtomicBool::new(launch.is_some());
         let launch = launch.as_ref().unwrap_or(&self.launch);
@@ -534,7 +540,7 @@ impl Supervisor {
     async fn terminate(&self, child: &mut Child) -> Option<ExitStatus> {
         if self.checkpoint.load(Ordering::Acquire) {
             match &self.runner {
-                Runner::Gvisor(runsc) if runsc.netns().is_some() => {
+                Runner::Gvisor(runsc) => {
                     if let Ok(status) = checkpoint::suspend(
                         runsc,
                         &self.layout,
@@ -547,11 +553,6 @@ impl Supervisor {
                         return status;
                     }
                 }
-                Runner::Gvisor(_) => checkpoint::unsupported(
-                    &self.layout,
-                    &self.key,
-                    "the gvisor workload was started without its own network namespace",
-                ),
                 Runner::Process => checkpoint::unsupported(
                     &self.layout,
                     &self.key,
@@ -569,10 +570,10 @@ impl Supervisor {
     /// (the request is refused and the run goes on).
     async fn snapshot_live(&self, child: &mut Child, request: SnapshotRequest) -> Option<RunEnd> {
         let runsc = match &self.runner {
-            Runner::Gvisor(runsc) if runsc.netns().is_some() => runsc,
-            _ => {
+            Runner::Gvisor(runsc) => runsc,
+            Runner::Process => {
                 let _ = request.reply.send(Err(
-                    "the workload cannot be checkpointed (only gVisor in its own network namespace)".to_owned(),
+                    "the workload cannot be checkpointed (only gVisor sandboxes can)".to_owned(),
                 ));
                 return None;
             }
