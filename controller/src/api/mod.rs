@@ -10,8 +10,11 @@
 mod apply;
 mod auth;
 mod body;
+mod bounds;
 mod check;
+mod delete;
 mod discovery;
+mod freshness;
 mod kinds;
 mod kubeconfig;
 mod logs;
@@ -149,6 +152,14 @@ pub struct ApiConfig {
     pub data_dir: PathBuf,
     /// Largest request body accepted, in bytes; default 1 MiB (larger: 413).
     pub max_body_bytes: usize,
+    /// Largest object a write may leave (its compact JSON), in bytes; default 1.5 MiB, etcd's
+    /// request limit (larger: 413). Also bounds what a server-side apply body may expand to.
+    pub max_object_bytes: usize,
+    /// Most operations in one JSON patch; default 10,000, as kube-apiserver (more: 413).
+    pub max_json_patch_operations: usize,
+    /// Most bytes the `copy` operations of one JSON patch may add; default 1 MiB, the body
+    /// limit, as kube-apiserver's `JSONPatchMaxCopyBytes` (more: 422, before the copy).
+    pub max_json_patch_copy_bytes: usize,
     /// Most watch and log-follow streams open at once; default 256 (more: 503).
     pub max_streams: usize,
     /// Longest a watch or log follow stays open; default 30 minutes (clients reconnect).
@@ -180,6 +191,9 @@ impl ApiConfig {
             token,
             data_dir: data_dir.into(),
             max_body_bytes: 1024 * 1024,
+            max_object_bytes: 3 * 512 * 1024,
+            max_json_patch_operations: 10_000,
+            max_json_patch_copy_bytes: 1024 * 1024,
             max_streams: 256,
             max_stream_duration: Duration::from_secs(30 * 60),
             log_poll_interval: Duration::from_millis(200),
@@ -249,7 +263,7 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
                 get(routes::get::<S>)
                     .put(update::replace::<S>)
                     .patch(update::patch::<S>)
-                    .delete(routes::delete::<S>),
+                    .delete(delete::delete::<S>),
             )
             .route(
                 &format!("{one}/status"),
