@@ -22,6 +22,11 @@ pub struct ApiConfig {
     /// Largest object a write may leave (its compact JSON), in bytes; default 1.5 MiB, etcd's
     /// request limit (larger: 413). Also bounds what a server-side apply body may expand to.
     pub max_object_bytes: usize,
+    /// Most writes (`POST`, `PUT`, `PATCH`, `DELETE`) in progress at once; default 64. One more
+    /// waits for a turn before its body is read.
+    pub max_writes_in_flight: usize,
+    /// How long a write waits for a turn; default 10s (then 429 with `Retry-After`).
+    pub write_wait: Duration,
     /// Most operations in one JSON patch; default 10,000, as kube-apiserver (more: 413).
     pub max_json_patch_operations: usize,
     /// Most bytes the `copy` operations of one JSON patch may add; default 1 MiB, the body
@@ -59,6 +64,8 @@ impl ApiConfig {
             data_dir: data_dir.into(),
             max_body_bytes: 1024 * 1024,
             max_object_bytes: 3 * 512 * 1024,
+            max_writes_in_flight: 64,
+            write_wait: Duration::from_secs(10),
             max_json_patch_operations: 10_000,
             max_json_patch_copy_bytes: 1024 * 1024,
             max_streams: 256,

@@ -17,6 +17,7 @@ mod delete;
 mod discovery;
 mod freshness;
 mod health;
+mod inflight;
 mod kinds;
 mod kubeconfig;
 mod logs;
@@ -237,6 +238,11 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
         .method_not_allowed_fallback(|request: Request| async move {
             Failure::method_not_allowed(request.method().as_str()).into_response()
         })
+        // Inside authentication: an unauthenticated client takes no write's turn.
+        .layer(middleware::from_fn_with_state(
+            inflight::WriteLimit::new(state.config.max_writes_in_flight, state.config.write_wait),
+            inflight::limit_writes,
+        ))
         // Authentication wraps routing, so an unauthenticated client gets 401 for every path
         // and cannot probe which paths exist.
         .layer(middleware::from_fn_with_state(token, auth::require_token))

@@ -171,6 +171,13 @@ impl Failure {
         )
     }
 
+    /// 429: too many requests of this sort in progress; retry after a second.
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        let mut failure = Self::new(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", message);
+        failure.details = Some(json!({"retryAfterSeconds": 1}));
+        failure
+    }
+
     /// 415: the body's content type is not one the route reads.
     pub fn unsupported_media_type(got: &str, accepted: &[&str]) -> Self {
         Self::new(

@@ -391,3 +391,57 @@ async fn list_resource_version_semantics_follow_kube_apiserver() {
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn writes_past_the_in_flight_bound_wait_then_get_429() {
+    use tokio::io::AsyncWriteExt;
+    let server = Server::embedded_with(|c| {
+        c.max_writes_in_flight = 1;
+        c.write_wait = std::time::Duration::from_millis(200);
+    })
+    .await;
+    let c = &server.client;
+    let web = format!("{SANDBOXES}/web");
+    assert_eq!(c.post(SANDBOXES, &sandbox("web")).await.0, 201);
+    // A write whose body never completes holds the only turn while the server reads it.
+    let mut slow = tokio::net::TcpStream::connect(c.addr())
+        .await
+        .expect("connect");
+    let head = format!(
+        "PATCH {web} HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {}\r\ncontent-type: application/merge-patch+json\r\ncontent-length: 100\r\n\r\n{{",
+        super::TOKEN
+    );
+    slow.write_all(head.as_bytes())
+        .await
+        .expect("write the head");
+    // Another write waits for the turn, then is turned away with retry advice.
+    let until = tokio::time::Instant::now() + super::DEADLINE;
+    let refused = loop {
+        let got = c.patch(&web, MERGE_PATCH, &json!({})).await;
+        if got.0 == 429 {
+            break got;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "no 429 while a write holds the only turn; last: {got:?}"
+        );
+    };
+    assert_status(&refused, 429, "TooManyRequests");
+    assert_eq!(refused.1["details"]["retryAfterSeconds"], 1);
+    // Reads do not need a turn.
+    assert_eq!(c.get(&web).await.0, 200);
+    // The slow client leaves: its turn is free again.
+    drop(slow);
+    let until = tokio::time::Instant::now() + super::DEADLINE;
+    loop {
+        let got = c.patch(&web, MERGE_PATCH, &json!({})).await;
+        if got.0 == 200 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the turn was not freed; last: {got:?}"
+        );
+    }
+    server.stop().await;
+}
