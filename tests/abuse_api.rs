@@ -204,6 +204,23 @@ async fn readyz(rouse: &Rouse, addr: std::net::SocketAddr) -> (u16, String) {
         .unwrap_or_else(|e| rouse.fail(&format!("GET /readyz on {addr}: {e}")))
 }
 
+/// Waits until `/readyz` on `addr` answers 200.
+async fn wait_ready(rouse: &Rouse, addr: std::net::SocketAddr) {
+    let until = Instant::now() + DEADLINE;
+    loop {
+        let (code, body) = readyz(rouse, addr).await;
+        if code == 200 {
+            return;
+        }
+        if Instant::now() > until {
+            rouse.fail(&format!(
+                "/readyz on {addr} not 200 within {DEADLINE:?}: {body}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_full_disk_is_reported_and_rouse_up_recovers_without_losing_anything() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -215,11 +232,14 @@ async fn a_full_disk_is_reported_and_rouse_up_recovers_without_losing_anything()
     };
     let options = Options {
         admin: true,
+        config: "[wake]\ndeadline = \"3s\"\n".to_owned(),
         ..Options::default()
     };
     let mut rouse = Rouse::start(dir.path(), &options);
     let admin = rouse.admin.expect("admin listener");
-    assert_eq!(readyz(&rouse, admin).await.0, 200, "ready at first");
+    wait_ready(&rouse, admin).await;
+    let suspended = json!({"operatingMode": "Suspended"});
+    rouse.create(&sandbox("sleeper", SLEEP, suspended)).await;
 
     // Sandboxes with 200 KB of annotations until the disk is full.
     let mut acknowledged = Vec::new();
@@ -276,21 +296,24 @@ async fn a_full_disk_is_reported_and_rouse_up_recovers_without_losing_anything()
         started.elapsed() < Duration::from_secs(5),
         "answered at once"
     );
+    // A wake cannot write its operatingMode: the request is answered at the wake deadline
+    // (3 s here) with an error, and the log says why.
+    let answer = rouse.get("sleeper", "/").await;
+    assert!(
+        matches!(answer, Ok((code, _)) if code >= 500),
+        "a wake the store refuses is an error: {answer:?}"
+    );
+    let log = std::fs::read_to_string(dir.path().join("stderr.log")).expect("stderr log");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("wake failed") && l.contains("No space left")),
+        "the failed wake is logged with its reason"
+    );
 
     // Room again: the store reopens on its own and readiness turns green.
     disk.resize("64m");
-    let until = Instant::now() + DEADLINE;
-    loop {
-        let (code, body) = readyz(&rouse, rouse.api).await;
-        if code == 200 {
-            break;
-        }
-        if Instant::now() > until {
-            rouse.fail(&format!("not ready again within {DEADLINE:?}: {body}"));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(readyz(&rouse, admin).await.0, 200);
+    wait_ready(&rouse, rouse.api).await;
+    wait_ready(&rouse, admin).await;
     assert!(
         rouse
             .metric("rouse_store_reopens_total", "result=\"ok\"")
