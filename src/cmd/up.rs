@@ -133,6 +133,10 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     platform.set_activity_view(Arc::new(ProxyActivity(proxy.router().clone())));
     // A checkpoint suspend has the proxy reset and hold the sandbox's connections first.
     platform.set_quiesce(Arc::new(ProxyQuiesce(proxy.router().clone())));
+    // Readiness (the admin listener's and the API's /readyz) says whether the store can
+    // write, for as long as it cannot: after a full disk, until it has reopened its file.
+    let store_ready = store_readiness(&store);
+    proxy.router().set_readiness_check(store_ready.clone());
 
     let shutdown = CancellationToken::new();
     // Snapshots are taken on the same platform the sandbox driver runs.
@@ -150,7 +154,7 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     ));
     let api_task = tokio::spawn(api::serve(
         api_listener,
-        ApiState::new(store.clone(), api_config),
+        ApiState::new(store.clone(), api_config).with_readiness(store_ready),
         shutdown.clone(),
     ));
 
@@ -221,6 +225,19 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
             Ok(())
         }
     }
+}
+
+/// A readiness check that fails, naming why, while the store cannot read and write its file.
+fn store_readiness(store: &EmbeddedStore) -> Arc<dyn Fn() -> Result<(), String> + Send + Sync> {
+    let store = store.clone();
+    Arc::new(move || {
+        let health = store.health();
+        if health.is_healthy() {
+            Ok(())
+        } else {
+            Err(format!("store: {}", health.describe()))
+        }
+    })
 }
 
 /// The proxy's live view of traffic, for the local platform's idle suspend.

@@ -6,3 +6,4 @@
 pub mod cluster;
 pub mod gvisor;
 pub mod kube;
+pub mod tmpfs;

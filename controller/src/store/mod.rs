@@ -3,7 +3,7 @@
 
 mod embedded;
 
-pub use embedded::{EmbeddedStore, EmbeddedStoreConfig, OpenError, STORE_FILE_NAME};
+pub use embedded::{EmbeddedStore, EmbeddedStoreConfig, OpenError, STORE_FILE_NAME, StoreHealth};
 
 #[cfg(test)]
 mod tests;

@@ -92,7 +92,12 @@ struct Inner {
     reloads: AtomicU64,
     draining: AtomicBool,
     quiescer: crate::quiesce::Quiescer,
+    /// What else `/readyz` asks (set once by the embedding, e.g. its store's health).
+    readiness: std::sync::OnceLock<ReadinessCheck>,
 }
+
+/// A readiness check `/readyz` asks besides the proxy's own: `Ok`, or why not ready.
+pub type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// The state every listener shares: routing table, wake gates, limits, activity and config.
 ///
@@ -133,8 +138,24 @@ impl Router {
                 reloads: AtomicU64::new(0),
                 draining: AtomicBool::new(false),
                 quiescer: crate::quiesce::Quiescer::default(),
+                readiness: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Adds `check` to what `/readyz` asks (once; a second call is ignored and returns
+    /// false): `rouse up` reports its store's health there.
+    pub fn set_readiness_check(&self, check: ReadinessCheck) -> bool {
+        self.inner.readiness.set(check).is_ok()
+    }
+
+    /// Why `/readyz` fails now, if it does: routes not synced, draining, or the embedding's
+    /// check.
+    pub fn not_ready(&self) -> Option<String> {
+        if !self.is_ready() {
+            return Some("routes not synced yet, or draining".to_owned());
+        }
+        self.inner.readiness.get().and_then(|check| check().err())
     }
 
     /// Resets and holds upstream connections around a checkpoint of a sandbox (see

@@ -9,7 +9,9 @@
 mod error;
 mod meta;
 mod ops;
+mod recover;
 mod select;
+mod storage;
 mod tables;
 mod txn;
 mod typed;
@@ -26,9 +28,11 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::mpsc;
 
 pub use error::{OpenError, Result};
+pub use storage::StoreHealth;
 #[cfg(test)]
 pub(crate) use writer::RESERVE_BLOCK;
 
+use storage::Storage;
 use tables::{
     FORMAT, FORMAT_VERSION, META, OBJECTS, OWNERS, RESOURCE_VERSION, reserved_version,
     resource_version,
@@ -100,7 +104,7 @@ pub struct EmbeddedStore {
 }
 
 struct Inner {
-    db: Arc<Database>,
+    storage: Arc<Storage>,
     hub: Arc<Hub>,
     writer: Option<mpsc::Sender<writer::Request>>,
     thread: Option<JoinHandle<()>>,
@@ -138,17 +142,8 @@ impl EmbeddedStore {
 
     /// Opens (or creates) the store file at `path`.
     pub fn open_with(path: &Path, config: EmbeddedStoreConfig) -> Result<Self> {
-        let db = Database::create(path).map_err(|source| match source {
-            redb::DatabaseError::DatabaseAlreadyOpen => OpenError::Locked {
-                path: path.to_owned(),
-            },
-            source => OpenError::Open {
-                path: path.to_owned(),
-                source,
-            },
-        })?;
-        let current = init(&db, path)?;
-        let db = Arc::new(db);
+        let (db, current) = open_file(path)?;
+        let storage = Arc::new(Storage::new(db));
         let hub = Arc::new(Hub::new(
             current,
             HubLimits {
@@ -159,8 +154,9 @@ impl EmbeddedStore {
             },
         ));
         let (writer, thread) = writer::spawn(
-            db.clone(),
+            storage.clone(),
             hub.clone(),
+            path.to_owned(),
             config.write_queue,
             config.max_batch,
         )
@@ -168,7 +164,7 @@ impl EmbeddedStore {
         tracing::info!(store.path = %path.display(), store.resource_version = current, "store opened");
         Ok(Self {
             inner: Arc::new(Inner {
-                db,
+                storage,
                 hub,
                 writer: Some(writer),
                 thread: Some(thread),
@@ -182,6 +178,29 @@ impl EmbeddedStore {
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
+
+    /// Whether the store can read and write its file now: after a storage failure (a full
+    /// disk) it reports what failed until it has reopened the file. For readiness checks.
+    pub fn health(&self) -> StoreHealth {
+        self.inner.storage.health()
+    }
+}
+
+/// Opens (or creates) the file, with redb's repair after a crash or an I/O error, and
+/// initialises it; returns the database and its last resourceVersion. Opening commits a
+/// durable write, so a file that opens can be written.
+fn open_file(path: &Path) -> Result<(Database, u64)> {
+    let db = Database::create(path).map_err(|source| match source {
+        redb::DatabaseError::DatabaseAlreadyOpen => OpenError::Locked {
+            path: path.to_owned(),
+        },
+        source => OpenError::Open {
+            path: path.to_owned(),
+            source,
+        },
+    })?;
+    let current = init(&db, path)?;
+    Ok((db, current))
 }
 
 /// Creates the tables of a new file, checks the format of an old one, sets the object
