@@ -6,4 +6,5 @@
 pub mod cluster;
 pub mod gvisor;
 pub mod kube;
+pub mod node;
 pub mod tmpfs;

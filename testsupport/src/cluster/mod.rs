@@ -8,7 +8,7 @@
 //! status through the API server. See docs/testing.md.
 
 mod apply;
-mod certs;
+pub(crate) mod certs;
 mod kubelet;
 mod process;
 
