@@ -5,6 +5,7 @@ pub(crate) mod body;
 pub(crate) mod client;
 mod conn_state;
 mod connect;
+mod failure;
 mod h2_upstream;
 mod handover;
 pub mod headers;

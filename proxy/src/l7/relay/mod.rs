@@ -336,7 +336,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         guard.record_bytes(head.body, 0);
         let sent = self.send(head, &target, epoch).await;
         let relayed = match sent {
-            Ok(response) => self.respond(head, response, &guard).await,
+            Ok(response) => self.respond(head, response, &guard, &target.key).await,
             Err(failure) => Err(failure),
         };
         match relayed {
@@ -502,11 +502,16 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         head: &request::Head,
         response: response::Head,
         guard: &ConnectionGuard,
+        key: &SandboxKey,
     ) -> Result<bool, Failure> {
-        m::hot::REQUESTS_BY_CODE[status_label(response.status)].increment(1);
         let mut body = Body::new(response.framing);
         let first = &self.resp[response.len..];
-        let taken = body.take(first).map_err(|_| Failure::Close)?;
+        // Nothing of this response went to the client yet: a body broken in the bytes that
+        // came with the head is a 502 naming why, not a connection closed on the client.
+        let taken = body
+            .take(first)
+            .map_err(|err| Failure::Proxy(protocol(key, &err.to_string())))?;
+        m::hot::REQUESTS_BY_CODE[status_label(response.status)].increment(1);
         let mut clean = taken == first.len();
         self.out.extend_from_slice(&first[..taken]);
         guard.record_bytes(0, taken as u64);
