@@ -7,5 +7,5 @@ pub(crate) struct Handover {
     /// Its per-IP rate limit was counted already.
     pub(crate) rate_checked: bool,
     /// Its place in the sandbox's release semaphore, kept until its upstream dial.
-    pub(crate) release: Option<tokio::sync::OwnedSemaphorePermit>,
+    pub(crate) release: Option<crate::route::Place>,
 }

@@ -14,14 +14,13 @@ use std::time::Duration;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::router_headers::RequestBound;
 use super::{response, service};
 use crate::error::ProxyError;
 use crate::kind::ConnKind;
 use crate::metrics as m;
-use crate::route::{RouteTarget, Router};
+use crate::route::{Place, RouteTarget, Router};
 
 /// Largest request head the compact path reads; a larger one takes the full path.
 pub(crate) const HEAD_LIMIT: usize = 4096;
@@ -94,7 +93,7 @@ pub(crate) enum Parked {
     NotHeld,
     /// Held, and the sandbox is dialable now: serve it on the full path; its per-IP rate
     /// limit was counted already; it keeps its place in the release semaphore until dialled.
-    Ready(Option<OwnedSemaphorePermit>),
+    Ready(Option<Place>),
     /// Refused while held (deadline, drain, held limit, rate limit, deleted...).
     Refused(ProxyError),
     /// The client reset the connection while held.

@@ -17,6 +17,7 @@ use rouse_shared::names::{SandboxDomains, split_host_port};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub(crate) use self::connect::Place;
 pub use self::slot::RouteTarget;
 pub(crate) use self::slot::Slot;
 use self::table::RouteTable;
@@ -381,7 +382,7 @@ impl Router {
     pub(crate) async fn connect_stream_in_place(
         &self,
         target: &RouteTarget,
-        place: Option<tokio::sync::OwnedSemaphorePermit>,
+        place: Option<Place>,
     ) -> Result<(tokio::net::TcpStream, SocketAddr, Arc<Slot>), ProxyError> {
         self.wait_synced().await;
         let slot = self
@@ -411,7 +412,7 @@ impl Router {
         &self,
         target: &RouteTarget,
         slot: &Arc<Slot>,
-        place: Option<tokio::sync::OwnedSemaphorePermit>,
+        place: Option<Place>,
     ) -> Result<(tokio::net::TcpStream, SocketAddr), ProxyError> {
         let config = self.config();
         let mut phases = self.phases(&config);
@@ -445,7 +446,7 @@ impl Router {
         &self,
         target: &RouteTarget,
         slot: &Arc<Slot>,
-    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ProxyError> {
+    ) -> Result<Option<Place>, ProxyError> {
         let config = self.config();
         let phases = self.phases(&config);
         match connect::drive(phases, target, slot, connect::Until::Dialable).await {

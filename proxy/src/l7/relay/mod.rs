@@ -151,7 +151,7 @@ struct Conn<IO> {
     /// The first request's per-IP rate limit was counted already (compact hold).
     rate_checked: bool,
     /// The first request's place in its sandbox's release semaphore (compact hold).
-    release: Option<tokio::sync::OwnedSemaphorePermit>,
+    release: Option<crate::route::Place>,
     /// The routes were loaded once; they stay loaded.
     synced: bool,
 }
