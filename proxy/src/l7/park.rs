@@ -44,24 +44,31 @@ const LINGER_BYTES: usize = 64 * 1024;
 pub(crate) enum Head {
     /// A whole HTTP/1 request head (and what followed it in the same reads).
     Complete(Vec<u8>),
-    /// Not a whole head within the limit (too large, malformed, HTTP/2, closed early, or
-    /// slow): the full path reads on from these bytes.
+    /// Not a whole head within the limit (too large, malformed, HTTP/2, closed early): the
+    /// full path reads on from these bytes.
     Partial(Vec<u8>),
+    /// Bytes, but no whole head by the deadline: the connection is closed, as hyper closes
+    /// one whose head times out (handing it over would restart the header timeout).
+    Late,
     /// Nothing within the header read timeout.
     Silent,
 }
 
 /// Reads the first request head of a connection into a buffer of at most `limit` bytes,
-/// within `timeout` from accept.
-pub(crate) async fn read_head(stream: &TcpStream, limit: usize, timeout: Duration) -> Head {
-    let deadline = tokio::time::Instant::now() + timeout;
+/// by `deadline` (the header read timeout from accept).
+pub(crate) async fn read_head(
+    stream: &TcpStream,
+    limit: usize,
+    deadline: tokio::time::Instant,
+) -> Head {
     let mut buf = vec![0_u8; limit.max(1)];
     let mut filled = 0;
     // Bounded: every round reads at least one byte or returns, and `buf` is finite.
     let outcome = loop {
         match tokio::time::timeout_at(deadline, stream.readable()).await {
             Err(_) if filled == 0 => return Head::Silent,
-            Err(_) | Ok(Err(_)) => break false,
+            Err(_) => return Head::Late,
+            Ok(Err(_)) => break false,
             Ok(Ok(())) => {}
         }
         match stream.try_read(&mut buf[filled..]) {
