@@ -243,12 +243,28 @@ impl Router {
             .map(|slot| slot.state.borrow().route.clone())
     }
 
-    /// Admits a new client connection unless the proxy is at `limits.max_connections`; the
-    /// returned value counts it until dropped.
-    pub fn admit(&self) -> Result<Admission, ProxyError> {
-        self.inner
-            .limits
-            .admit(self.snapshot().config.limits.max_connections)
+    /// Admits a new client connection from `ip` unless the proxy is at
+    /// `limits.max_connections` or the client's address at `limits.max_connections_per_ip`;
+    /// the returned value counts it until dropped.
+    pub fn admit(&self, ip: IpAddr) -> Result<Admission, ProxyError> {
+        let snapshot = self.snapshot();
+        let limits = &snapshot.config.limits;
+        let caps = crate::limits::Caps {
+            total: limits.max_connections,
+            per_client: limits.max_connections_per_ip,
+        };
+        self.inner.limits.admit(ip, caps)
+    }
+
+    /// Client addresses (IPv6: /64 networks) with a connection open now, while
+    /// `limits.max_connections_per_ip` counts them.
+    pub fn client_addresses(&self) -> usize {
+        self.inner.limits.client_addresses()
+    }
+
+    /// Client connections admitted and open now, over all listeners.
+    pub fn client_connections(&self) -> usize {
+        self.inner.limits.client_connections()
     }
 
     /// Counts one request (L7) or connection (L4) from `ip` against `limits.rate_limit_per_ip`.
