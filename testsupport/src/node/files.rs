@@ -180,6 +180,8 @@ mod tests {
         for text in texts {
             for line in text.lines() {
                 for word in line.split(['"', ' ', ':', ',', '{', '}']) {
+                    // `unix:///path` splits into `unix` and `///path`.
+                    let word = word.trim_start_matches("//");
                     if word.starts_with('/') && !word.starts_with("/cache/") {
                         assert!(
                             word.starts_with("/var/tmp/rouse-node/abc/")
