@@ -1,6 +1,6 @@
 //! Starts a real single-node Kubernetes (docs/testing.md, "The real node") for local use,
-//! importing the image archives given as arguments, prints its kubeconfig and runs until
-//! interrupted:
+//! importing the image archives given as arguments and creating the RuntimeClass `gvisor`,
+//! prints its kubeconfig and runs until interrupted:
 //!
 //! ```text
 //! cargo run -p rouse-testsupport --bin real-node -- IMAGE.tar...
@@ -15,6 +15,10 @@ fn main() -> Result<()> {
     let images: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
     let started = std::time::Instant::now();
     let node = RealNode::start(&images)?;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(node.create_runtime_class())?;
     println!("export KUBECONFIG={}", node.kubeconfig().display());
     eprintln!(
         "node Ready at {} after {:.1} s (logs in {}); Ctrl-C stops it",

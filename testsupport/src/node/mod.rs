@@ -125,8 +125,9 @@ impl Drop for RealNode {
 
 impl RealNode {
     /// Starts the node, imports the image archives `images` (docker-archive tarballs; the
-    /// pause image [`PAUSE_IMAGE`] among them) and waits until it is Ready with the
-    /// RuntimeClass `gvisor`. Blocking; callable from anywhere (it runs on a thread of its
+    /// pause image [`PAUSE_IMAGE`] among them) and waits until it is Ready. containerd's
+    /// `runsc` handler is there; the RuntimeClass `gvisor` that selects it is not (the Helm
+    /// chart makes it, or [`RealNode::create_runtime_class`]). Blocking; callable from anywhere (it runs on a thread of its
     /// own). First tears down the nodes of crashed runs.
     pub fn start(images: &[PathBuf]) -> Result<Self> {
         let binaries = NodeBinaries::find()?;
@@ -199,6 +200,22 @@ impl RealNode {
             );
         }
         Ok(())
+    }
+
+    /// Creates the RuntimeClass `gvisor` (handler `runsc`), for clusters without the chart's.
+    pub async fn create_runtime_class(&self) -> Result<()> {
+        cluster::apply(
+            &self.client().await?,
+            &serde_json::json!({
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": "gvisor"},
+                "handler": "runsc",
+            }),
+            false,
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Stops everything and removes what the run made (idempotent).
@@ -439,17 +456,6 @@ impl RealNode {
         self.wait("the default ServiceAccount", || async {
             Ok(accounts.get_opt("default").await?.is_some())
         })
-        .await?;
-        cluster::apply(
-            &client,
-            &serde_json::json!({
-                "apiVersion": "node.k8s.io/v1",
-                "kind": "RuntimeClass",
-                "metadata": {"name": "gvisor"},
-                "handler": "runsc",
-            }),
-            false,
-        )
         .await?;
         Ok(())
     }
