@@ -5,5 +5,6 @@
 
 pub mod cluster;
 pub mod gvisor;
+pub mod image;
 pub mod kube;
 pub mod tmpfs;
