@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod gvisor;
+pub mod image;
 pub mod kube;
 pub mod node;
 pub mod tmpfs;
