@@ -7,4 +7,5 @@ pub mod cluster;
 pub mod gvisor;
 pub mod image;
 pub mod kube;
+pub mod provisioner;
 pub mod tmpfs;
