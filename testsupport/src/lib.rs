@@ -8,4 +8,5 @@ pub mod gvisor;
 pub mod image;
 pub mod kube;
 pub mod node;
+pub mod provisioner;
 pub mod tmpfs;

@@ -213,8 +213,14 @@ impl ControlPlane {
                     plane.kubeconfig.display()
                 ))
                 // Ownership GC and namespace deletion are what the tests need; serviceaccount
-                // creates the `default` account pods need; pvc-protection releases claims.
-                .arg("--controllers=garbagecollector,namespace,serviceaccount,pvc-protection")
+                // creates the `default` account pods need; pvc-protection releases claims;
+                // persistentvolume-binder binds claims to the volumes a provisioner makes
+                // (`crate::provisioner`) and releases them, pv-protection lets a released
+                // volume go.
+                .arg(
+                    "--controllers=garbagecollector,namespace,serviceaccount,pvc-protection,\
+                     persistentvolume-binder,pv-protection",
+                )
                 .arg("--leader-elect=false")
                 .arg("--bind-address=127.0.0.1")
                 .arg(format!("--secure-port={kcm_port}"))

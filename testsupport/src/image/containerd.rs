@@ -72,6 +72,7 @@ pub struct ScratchContainerd {
     dir: PathBuf,
     socket: PathBuf,
     child: Option<Child>,
+    watchdog: Option<Child>,
 }
 
 /// A started [`ScratchContainerd`], or `None` (with a message naming `test`) when this host
@@ -146,8 +147,9 @@ impl ScratchContainerd {
                 program: "containerd".to_owned(),
                 detail: format!("cannot start: {e}"),
             })?;
-        // Stops containerd when this process exits without dropping us (a static, a kill).
-        let _ = Command::new("sh")
+        // Stops containerd when this process exits without dropping us (a static, a kill);
+        // `stop` ends it first, so it never signals a PID that was reused meanwhile.
+        let watchdog = Command::new("sh")
             .arg("-c")
             .arg("tail --pid=\"$1\" -f /dev/null; kill -TERM \"$2\" 2>/dev/null")
             .arg("rouse-containerd-watchdog")
@@ -156,11 +158,13 @@ impl ScratchContainerd {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .spawn();
+            .spawn()
+            .ok();
         let mut containerd = Self {
             dir,
             socket,
             child: Some(child),
+            watchdog,
         };
         containerd.wait_ready()?;
         Ok(containerd)
@@ -258,6 +262,10 @@ impl ScratchContainerd {
     /// Removes leftover containers, stops containerd (SIGTERM, SIGKILL after 10 s), unmounts
     /// what is mounted under its directory (deepest first) and removes the directory.
     fn stop(&mut self) {
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
         let Some(mut child) = self.child.take() else {
             return;
         };
