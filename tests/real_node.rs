@@ -57,7 +57,13 @@ fn merge(target: &mut Value, patch: Value) {
 }
 
 /// Waits until the sandbox's condition `kind` is `status`; the sandbox then.
-async fn condition(release: &Release, namespace: &str, name: &str, kind: &str, status: &str) -> Sandbox {
+async fn condition(
+    release: &Release,
+    namespace: &str,
+    name: &str,
+    kind: &str,
+    status: &str,
+) -> Sandbox {
     let sandboxes: Api<Sandbox> = Api::namespaced(release.client().await, namespace);
     wait_for(&format!("{namespace}/{name} {kind}={status}"), || async {
         let sandbox = sandboxes.get_opt(name).await?;
@@ -118,7 +124,10 @@ async fn a_gvisor_sandbox_runs_in_a_real_pod_and_answers_through_the_proxy() {
     let created = Instant::now();
     release.apply(&runtime_sandbox(&ns, "box", json!({}))).await;
     let ready = condition(release, &ns, "box", "Ready", "True").await;
-    eprintln!("create → Ready under gVisor: {:.2} s", created.elapsed().as_secs_f64());
+    eprintln!(
+        "create → Ready under gVisor: {:.2} s",
+        created.elapsed().as_secs_f64()
+    );
     let pod = pod(release, &ns, "box").await.expect("the sandbox's pod");
     let spec = pod.spec.expect("pod spec");
     assert_eq!(spec.runtime_class_name.as_deref(), Some("gvisor"));
@@ -128,13 +137,30 @@ async fn a_gvisor_sandbox_runs_in_a_real_pod_and_answers_through_the_proxy() {
         .expect("a pod IP")
         .parse()
         .expect("an IPv4 pod IP");
-    assert_eq!(ip.octets()[..2], [10, 88], "an address of the node's pod network");
+    assert_eq!(
+        ip.octets()[..2],
+        [10, 88],
+        "an address of the node's pod network"
+    );
     let status = ready.status.expect("status");
-    assert!(status.pod_ips.iter().any(|p| p == &ip.to_string()), "{:?}", status.pod_ips);
+    assert!(
+        status.pod_ips.iter().any(|p| p == &ip.to_string()),
+        "{:?}",
+        status.pod_ips
+    );
     // Answered through the installed proxy, and by gVisor's kernel, not the host's.
-    let (code, body) = release.get(&ns, "box", "/").await.expect("GET / through the proxy");
+    let (code, body) = release
+        .get(&ns, "box", "/")
+        .await
+        .expect("GET / through the proxy");
     assert_eq!(code, 200, "{body}");
-    let kernel = execute(release, &ns, "box", "python3 -c 'import os; print(os.uname().release)'").await;
+    let kernel = execute(
+        release,
+        &ns,
+        "box",
+        "python3 -c 'import os; print(os.uname().release)'",
+    )
+    .await;
     let host = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("the host's kernel");
     assert_ne!(kernel.trim(), host.trim(), "not the host's kernel");
     assert!(kernel.contains("gvisor"), "gVisor's kernel: {kernel}");
@@ -146,7 +172,9 @@ async fn an_idle_sandbox_is_suspended_and_woken_by_the_next_request() {
         return;
     };
     let ns = release.namespace("idle").await;
-    release.apply(&runtime_sandbox(&ns, "sleepy", json!({}))).await;
+    release
+        .apply(&runtime_sandbox(&ns, "sleepy", json!({})))
+        .await;
     condition(release, &ns, "sleepy", "Ready", "True").await;
     let (code, _) = release.get(&ns, "sleepy", "/").await.expect("served");
     assert_eq!(code, 200);
@@ -168,9 +196,15 @@ async fn an_idle_sandbox_is_suspended_and_woken_by_the_next_request() {
     .await;
     // The next request is held, wakes it, and is answered.
     let woken = Instant::now();
-    let (code, body) = release.get(&ns, "sleepy", "/").await.expect("served after a wake");
+    let (code, body) = release
+        .get(&ns, "sleepy", "/")
+        .await
+        .expect("served after a wake");
     assert_eq!(code, 200, "{body}");
-    eprintln!("wake on connect (pod start under gVisor included): {:.2} s", woken.elapsed().as_secs_f64());
+    eprintln!(
+        "wake on connect (pod start under gVisor included): {:.2} s",
+        woken.elapsed().as_secs_f64()
+    );
     assert!(pod(release, &ns, "sleepy").await.is_some(), "a new pod");
 }
 
@@ -183,7 +217,11 @@ async fn shutdown_time_deletes_or_expires_the_sandbox() {
     let sandboxes: Api<Sandbox> = Api::namespaced(release.client().await, &ns);
     for (name, policy) in [("gone", "Delete"), ("kept", "Retain")] {
         release
-            .apply(&runtime_sandbox(&ns, name, json!({"shutdownPolicy": policy})))
+            .apply(&runtime_sandbox(
+                &ns,
+                name,
+                json!({"shutdownPolicy": policy}),
+            ))
             .await;
     }
     // Both run first; then the shutdown time, a few seconds ahead.
@@ -284,16 +322,25 @@ async fn a_claim_adopts_a_real_warm_pod_and_the_template_policy_exists() {
         let claim = claims.get("mine").await?;
         let ready = claim.data["status"]["conditions"]
             .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
         Ok(ready.then_some(claim))
     })
     .await;
-    eprintln!("warm claim → Ready: {:.2} s", claimed.elapsed().as_secs_f64());
+    eprintln!(
+        "warm claim → Ready: {:.2} s",
+        claimed.elapsed().as_secs_f64()
+    );
     let adopted = claim.data["status"]["sandbox"]["name"]
         .as_str()
         .expect("status.sandbox.name")
         .to_owned();
-    assert!(warm.contains(&adopted), "adopted a warm member: {adopted} of {warm:?}");
+    assert!(
+        warm.contains(&adopted),
+        "adopted a warm member: {adopted} of {warm:?}"
+    );
     let sandboxes: Api<Sandbox> = Api::namespaced(release.client().await, &ns);
     let sandbox = sandboxes.get(&adopted).await.expect("the adopted sandbox");
     assert_eq!(
@@ -359,7 +406,9 @@ async fn two_proxy_replicas_wake_a_suspended_sandbox_once() {
         return;
     };
     let ns = release.namespace("storm").await;
-    release.apply(&runtime_sandbox(&ns, "crowd", json!({}))).await;
+    release
+        .apply(&runtime_sandbox(&ns, "crowd", json!({})))
+        .await;
     condition(release, &ns, "crowd", "Ready", "True").await;
     set_mode(release, &ns, "crowd", "Suspended").await;
     condition(release, &ns, "crowd", "Suspended", "True").await;
@@ -368,7 +417,11 @@ async fn two_proxy_replicas_wake_a_suspended_sandbox_once() {
     })
     .await;
     let proxies = proxy_pods(release).await;
-    assert_eq!(proxies.len(), 2, "the chart's two proxy replicas: {proxies:?}");
+    assert_eq!(
+        proxies.len(),
+        2,
+        "the chart's two proxy replicas: {proxies:?}"
+    );
     let before: Vec<f64> = futures::future::join_all(
         proxies
             .iter()
@@ -376,7 +429,12 @@ async fn two_proxy_replicas_wake_a_suspended_sandbox_once() {
     )
     .await;
     let sandboxes: Api<Sandbox> = Api::namespaced(release.client().await, &ns);
-    let generation = sandboxes.get("crowd").await.expect("get").metadata.generation;
+    let generation = sandboxes
+        .get("crowd")
+        .await
+        .expect("get")
+        .metadata
+        .generation;
     // 40 connections through the NodePort: kube-proxy spreads them over both replicas.
     let requests = (0..40).map(|_| release.get(&ns, "crowd", "/"));
     let answers = futures::future::join_all(requests).await;
@@ -390,9 +448,17 @@ async fn two_proxy_replicas_wake_a_suspended_sandbox_once() {
     )
     .await;
     for (i, pod) in proxies.iter().enumerate() {
-        assert!(after[i] > before[i], "proxy {pod} held some of the connections");
+        assert!(
+            after[i] > before[i],
+            "proxy {pod} held some of the connections"
+        );
     }
-    let now = sandboxes.get("crowd").await.expect("get").metadata.generation;
+    let now = sandboxes
+        .get("crowd")
+        .await
+        .expect("get")
+        .metadata
+        .generation;
     assert_eq!(
         now,
         generation.map(|g| g + 1),
@@ -406,7 +472,9 @@ async fn killing_the_leader_mid_wake_loses_no_wake() {
         return;
     };
     let ns = release.namespace("leader").await;
-    release.apply(&runtime_sandbox(&ns, "steady", json!({}))).await;
+    release
+        .apply(&runtime_sandbox(&ns, "steady", json!({})))
+        .await;
     condition(release, &ns, "steady", "Ready", "True").await;
     set_mode(release, &ns, "steady", "Suspended").await;
     condition(release, &ns, "steady", "Suspended", "True").await;
@@ -427,7 +495,8 @@ async fn killing_the_leader_mid_wake_loses_no_wake() {
     let sandboxes: Api<Sandbox> = Api::namespaced(release.client().await, &ns);
     wait_for("the wake written", || async {
         let sandbox = sandboxes.get("steady").await?;
-        let running = sandbox.spec.operating_mode != Some(rouse_shared::api::OperatingMode::Suspended);
+        let running =
+            sandbox.spec.operating_mode != Some(rouse_shared::api::OperatingMode::Suspended);
         Ok(running.then_some(()))
     })
     .await;
@@ -447,7 +516,11 @@ async fn killing_the_leader_mid_wake_loses_no_wake() {
         .expect("Lease")
         .spec
         .and_then(|s| s.holder_identity);
-    assert_ne!(now.as_deref(), Some(leader.as_str()), "another replica leads");
+    assert_ne!(
+        now.as_deref(),
+        Some(leader.as_str()),
+        "another replica leads"
+    );
     // The Deployment replaces the killed pod.
     wait_for("two controller pods again", || async {
         let running = pods
@@ -460,4 +533,57 @@ async fn killing_the_leader_mid_wake_loses_no_wake() {
         Ok((running == 2).then_some(()))
     })
     .await;
+}
+
+#[tokio::test]
+async fn volume_data_survives_a_suspend_and_a_wake_on_connect() {
+    let Some(release) = release("volume_data_survives_a_suspend") else {
+        return;
+    };
+    let ns = release.namespace("volume").await;
+    // The runtime's root is /app: a PVC from the template, provisioned by the node's
+    // local-path provisioner (the default StorageClass).
+    let spec = json!({
+        "podTemplate": {"spec": {"containers": [{
+            "name": "runtime",
+            "image": RUNTIME_IMAGE,
+            "imagePullPolicy": "Never",
+            "ports": [{"containerPort": 8888}],
+            "readinessProbe": {"httpGet": {"path": "/", "port": 8888}, "periodSeconds": 1},
+            "volumeMounts": [{"name": "work", "mountPath": "/app"}],
+        }]}},
+        "volumeClaimTemplates": [{
+            "metadata": {"name": "work"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "64Mi"}},
+            },
+        }],
+    });
+    release.apply(&runtime_sandbox(&ns, "keeper", spec)).await;
+    condition(release, &ns, "keeper", "Ready", "True").await;
+    execute(release, &ns, "keeper", "echo kept > /app/marker.txt").await;
+    let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(release.client().await, &ns);
+    let claim = pvcs.get("work-keeper").await.expect("the sandbox's PVC");
+    let uid = claim.metadata.uid.clone();
+    assert_eq!(
+        claim.status.and_then(|s| s.phase).as_deref(),
+        Some("Bound"),
+        "provisioned and bound"
+    );
+    set_mode(release, &ns, "keeper", "Suspended").await;
+    condition(release, &ns, "keeper", "Suspended", "True").await;
+    wait_for("the pod gone", || async {
+        Ok(pod(release, &ns, "keeper").await.is_none().then_some(()))
+    })
+    .await;
+    // The next request wakes it on the same claim, and the file is there.
+    let (code, body) = release
+        .get(&ns, "keeper", "/download/marker.txt")
+        .await
+        .expect("served after a wake");
+    assert_eq!((code, body.trim()), (200, "kept"));
+    let claim = pvcs.get("work-keeper").await.expect("the PVC");
+    assert_eq!(claim.metadata.uid, uid, "the same claim, not a new one");
 }

@@ -237,7 +237,10 @@ pub async fn http(
         .and_then(|c| c.parse().ok())
         .with_context(|| format!("not an HTTP answer: {text:?}"))?;
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_owned()

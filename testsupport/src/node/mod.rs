@@ -106,6 +106,15 @@ pub struct RealNode {
     kubeconfig: PathBuf,
     ca: PathBuf,
     children: Mutex<Vec<(&'static str, Child)>>,
+    /// The in-process parts (the volume provisioner) and what stops them.
+    services: Mutex<Option<Services>>,
+}
+
+/// The node's in-process parts, on a thread and runtime of their own (they outlive the
+/// runtime of the test that started the node).
+struct Services {
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for RealNode {
@@ -139,9 +148,11 @@ impl RealNode {
             teardown::sweep_stale();
             let node = Self::create(&binaries)?;
             match runtime.block_on(node.boot(&binaries, &images)) {
-                Ok(()) => Ok(node),
-                Err(e) => Err(e.context(node.logs())),
+                Ok(()) => {}
+                Err(e) => return Err(e.context(node.logs())),
             }
+            node.start_services()?;
+            Ok(node)
         })
         .join()
         .map_err(|_| anyhow::anyhow!("the node start thread panicked"))?
@@ -218,8 +229,66 @@ impl RealNode {
         .map(|_| ())
     }
 
+    /// Starts the local-path volume provisioner (`rouse_testsupport::provisioner`, the
+    /// default StorageClass `rouse-local`) with its volumes under the run directory.
+    fn start_services(&self) -> Result<()> {
+        let kubeconfig = self.kubeconfig.clone();
+        let base = self.run.join("volumes");
+        std::fs::create_dir_all(&base)?;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(anyhow::Error::from(e)));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let started = async {
+                    let client = cluster::client_from(&kubeconfig, None).await?;
+                    let config = crate::provisioner::ProvisionerConfig::new(NODE_NAME, base);
+                    crate::provisioner::LocalPathProvisioner::start(client, config)
+                        .await
+                        .map_err(anyhow::Error::from)
+                };
+                match started.await {
+                    Ok(provisioner) => {
+                        let _ = ready_tx.send(Ok(()));
+                        let _ = stop_rx.await;
+                        provisioner.stop().await;
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            });
+        });
+        ready_rx
+            .recv_timeout(START_DEADLINE)
+            .context("the volume provisioner did not start")?
+            .context("start the volume provisioner")?;
+        *self
+            .services
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))? = Some(Services { stop, thread });
+        Ok(())
+    }
+
     /// Stops everything and removes what the run made (idempotent).
     pub fn stop(&self) {
+        let services = match self.services.lock() {
+            Ok(mut services) => services.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(services) = services {
+            let _ = services.stop.send(());
+            let _ = services.thread.join();
+        }
         if let Err(error) = teardown::run(&self.run.root) {
             eprintln!("tearing down the real node: {error:#}");
         }
@@ -315,6 +384,7 @@ impl RealNode {
             net,
             kubeconfig,
             children: Mutex::new(Vec::new()),
+            services: Mutex::new(None),
         })
     }
 
