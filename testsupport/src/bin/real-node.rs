@@ -1,18 +1,32 @@
 //! Starts a real single-node Kubernetes (docs/testing.md, "The real node") for local use,
-//! importing the image archives given as arguments and creating the RuntimeClass `gvisor`,
-//! prints its kubeconfig and runs until interrupted:
+//! with the pause and Python runtime images, the Rouse image of `--rouse BINARY` and any
+//! further image archives given, creates the RuntimeClass `gvisor`, prints its kubeconfig and
+//! runs until interrupted (as root):
 //!
 //! ```text
-//! cargo run -p rouse-testsupport --bin real-node -- IMAGE.tar...
+//! cargo run -p rouse-testsupport --bin real-node -- [--rouse target/release/rouse] [IMAGE.tar...]
 //! ```
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use rouse_testsupport::node::RealNode;
 
 fn main() -> Result<()> {
-    let images: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    use rouse_testsupport::image;
+    let mut images = vec![
+        image::pause_image()?.archive,
+        image::python_runtime_image()?.archive,
+    ];
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--rouse" {
+            let binary = PathBuf::from(args.next().context("--rouse needs a binary")?);
+            images.push(image::rouse_image(&binary)?.archive);
+        } else {
+            images.push(PathBuf::from(arg));
+        }
+    }
     let started = std::time::Instant::now();
     let node = RealNode::start(&images)?;
     tokio::runtime::Builder::new_current_thread()
