@@ -118,19 +118,13 @@ impl Netns {
             ])?;
             ip(&["link", "set", &host, "up"])?;
         }
-        let inside = |args: &[&str]| {
-            let mut all = vec!["-n", name.as_str()];
-            all.extend_from_slice(args);
-            ip(&all)
-        };
-        inside(&["link", "set", "lo", "up"])?;
-        inside(&["link", "set", &sandbox, "up"])?;
-        let addr = format!("{}/30", self.sandbox_ip());
-        let shown = ip_output(&["-n", &name, "-4", "addr", "show", "dev", &sandbox])?;
-        if !shown.contains(&addr) {
-            inside(&["addr", "add", &addr, "dev", &sandbox])?;
-        }
-        Ok(())
+        // One `ip` for everything inside (every start and restore runs this, on a wake's
+        // path): `addr replace` is idempotent, so nothing needs reading first.
+        let batch = format!(
+            "link set lo up\nlink set {sandbox} up\naddr replace {}/30 dev {sandbox}\n",
+            self.sandbox_ip()
+        );
+        ip_batch(&name, &batch)
     }
 
     /// Deletes the namespace (which deletes the veth pair) and the index file.
@@ -207,6 +201,34 @@ fn claim_index(layout: &Layout) -> Result<Netns> {
 
 fn ip(args: &[&str]) -> Result<()> {
     ip_output(args).map(|_| ())
+}
+
+/// Runs `commands` (one per line) with `ip -n NAMESPACE -batch -`.
+fn ip_batch(namespace: &str, commands: &str) -> Result<()> {
+    use std::io::Write;
+    let mut child = Command::new("ip")
+        .args(["-n", namespace, "-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Network(format!("running `ip -n {namespace} -batch -`: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(commands.as_bytes())
+            .map_err(|e| Error::Network(format!("writing to `ip -batch`: {e}")))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Error::Network(format!("waiting for `ip -batch`: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::Network(format!(
+            "`ip -n {namespace} -batch` ({}) failed: {}",
+            commands.trim().replace('\n', "; "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
 }
 
 fn ip_output(args: &[&str]) -> Result<String> {

@@ -381,7 +381,7 @@ impl Supervisor {
         let preparing = Instant::now();
         if let Runner::Gvisor(runsc) = &self.runner {
             // A container of the same id may be left from a crash or an earlier run.
-            runsc.delete(&self.key).await;
+            runsc.delete_if_present(&self.key).await;
             // runsc took the address into gVisor's stack last time: put it back.
             if let Err(error) = Netns::ensure(&self.layout, &self.key) {
                 let message = error.to_string();

@@ -297,6 +297,28 @@ impl Runsc {
             .await;
     }
 
+    /// [`Runsc::delete`] when runsc has a state file of the container (a start's path: most
+    /// starts find none, and a `runsc delete` costs a process of its own).
+    pub async fn delete_if_present(&self, key: &ObjectKey) {
+        let id = Self::container_id(key);
+        // `{sandbox}_sandbox:{container}.state` (the sandbox is the container here), or the
+        // older `{container}.state`.
+        let suffix = format!(":{id}.state");
+        let plain = format!("{id}.state");
+        let present = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|entry| {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                name.ends_with(&suffix) || name == plain
+            });
+        if present {
+            self.delete(key).await;
+        }
+    }
+
     /// Removes every container under the runsc root (left by a previous run of the
     /// controller); returns how many there were.
     pub async fn delete_all(&self) -> usize {
