@@ -116,6 +116,17 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
         token.as_deref(),
     )?;
 
+    // Before the proxy serves: what the last run left says Ready with endpoints nothing
+    // listens on (controller/src/standalone/stale.rs).
+    let stale = standalone::mark_not_ready(&store)
+        .await
+        .context("cannot mark the last run's sandboxes not ready")?;
+    if stale > 0 {
+        tracing::info!(
+            sandboxes = stale,
+            "marked the last run's ready sandboxes not ready until they start again"
+        );
+    }
     let params = match &config.proxy.directory.namespace {
         Some(namespace) => rouse_shared::store::ListParams::namespace(namespace.clone()),
         None => rouse_shared::store::ListParams::default(),

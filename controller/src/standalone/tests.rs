@@ -438,3 +438,65 @@ async fn gvisor_sandbox_runs_suspends_and_resumes_with_its_volume() {
     );
     driver.stop().await;
 }
+
+#[tokio::test]
+async fn a_restart_marks_the_last_runs_ready_sandboxes_not_ready() {
+    let env = Env::new();
+    let created: Sandbox = env
+        .store
+        .create(&sandbox("left", "exit 0"))
+        .await
+        .expect("create");
+    let key = ObjectKey::of(&created);
+    // What a previous run left: Ready with an endpoint nothing listens on.
+    let status = serde_json::json!({"status": {
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "DependenciesReady",
+             "message": "ready", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Suspended", "status": "False", "reason": "NotSuspended",
+             "message": "running", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ],
+        "endpoint": {"address": "127.0.0.1", "ports": [{"containerPort": 8080, "port": 41234}]},
+        "podIPs": ["127.0.0.1"],
+    }});
+    let _: Sandbox = env
+        .store
+        .patch_status(&key, &Patch::merge(status).expect("object"))
+        .await
+        .expect("status");
+    let quiet: Sandbox = env
+        .store
+        .create(&sandbox("never", "exit 0"))
+        .await
+        .expect("create");
+
+    assert_eq!(super::mark_not_ready(&env.store).await.expect("marked"), 1);
+    let left: Sandbox = env.store.get(&key).await.expect("get");
+    let status = left.status.expect("status");
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "DependenciesNotReady")
+    );
+    assert!(
+        status.endpoint.is_none() && status.pod_ips.is_empty(),
+        "{status:?}"
+    );
+    let suspended = status.conditions.iter().find(|c| c.type_ == "Suspended");
+    assert_eq!(
+        suspended.map(|c| c.status.as_str()),
+        Some("False"),
+        "others kept"
+    );
+    let untouched: Sandbox = env.store.get(&ObjectKey::of(&quiet)).await.expect("get");
+    assert_eq!(
+        untouched.metadata.resource_version,
+        quiet.metadata.resource_version
+    );
+    // Idempotent: nothing claims readiness any more.
+    assert_eq!(super::mark_not_ready(&env.store).await.expect("marked"), 0);
+}
