@@ -26,14 +26,11 @@ pub async fn mark_not_ready<S: Store<Sandbox>>(store: &S) -> Result<usize, Store
         let Some(status) = &sandbox.status else {
             continue;
         };
-        let ready =
-            |c: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| c.type_ == "Ready";
-        if !status
+        let ready = status
             .conditions
             .iter()
-            .find(ready)
-            .is_some_and(|c| c.status == "True")
-        {
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        if !ready {
             continue;
         }
         let conditions: Vec<_> = status
