@@ -5,3 +5,4 @@
 
 pub mod cluster;
 pub mod kube;
+pub mod upstream;
