@@ -4,9 +4,11 @@
 //! commands, files, a command that wakes the suspended sandbox, terminate
 //! (`tests/fixtures/sdk/sdk_flow.py` does the steps).
 //!
-//! The SDK lives in the venv testsupport/python/setup.sh makes (`ROUSE_TEST_VENV`, else
-//! `~/.cache/rouse/venv`; `.ci/run` calls it). Without it the test is skipped with a printed
-//! reason, except under CI (`CI` set), where it fails.
+//! It runs twice: with the pinned SDK of the venv testsupport/python/setup.sh makes
+//! (`ROUSE_TEST_VENV`, else `~/.cache/rouse/venv`), and with the newest release on PyPI,
+//! which setup.sh installs into `ROUSE_TEST_SDK_LATEST_VENV`, else
+//! `~/.cache/rouse/venv-sdk-latest` (`.ci/run` calls it). Without a venv its test is skipped
+//! with a printed reason, except under CI (`CI` set), where it fails.
 
 mod support;
 
@@ -19,13 +21,14 @@ use support::{Options, Rouse};
 /// The SDK flow starts, wakes and stops sandboxes; it takes a few seconds.
 const FLOW_DEADLINE: Duration = Duration::from_secs(180);
 
-/// The venv's python with the SDK importable, or why there is none.
-fn sdk_python() -> Result<PathBuf, String> {
-    let venv = match std::env::var_os("ROUSE_TEST_VENV") {
+/// The python of the venv `env` names (else `~/.cache/rouse/<default>`) with the SDK
+/// importable, or why there is none.
+fn sdk_python(env: &str, default: &str) -> Result<PathBuf, String> {
+    let venv = match std::env::var_os(env) {
         Some(dir) => PathBuf::from(dir),
         None => {
             let home = std::env::var_os("HOME").ok_or("HOME is not set")?;
-            Path::new(&home).join(".cache/rouse/venv")
+            Path::new(&home).join(".cache/rouse").join(default)
         }
     };
     let python = venv.join("bin/python3");
@@ -45,8 +48,30 @@ fn sdk_python() -> Result<PathBuf, String> {
 
 #[test]
 fn sdk_readme_flow_against_rouse_up() {
-    let python = match sdk_python() {
-        Ok(python) => python,
+    if let Some(python) = python_or_skip("ROUSE_TEST_VENV", "venv") {
+        flow(&python);
+    }
+}
+
+/// The same flow with the newest `k8s-agent-sandbox` release.
+#[test]
+fn newest_sdk_readme_flow_against_rouse_up() {
+    if let Some(python) = python_or_skip("ROUSE_TEST_SDK_LATEST_VENV", "venv-sdk-latest") {
+        let version = python
+            .parent()
+            .and_then(Path::parent)
+            .map(|venv| venv.join(".rouse-sdk-version"))
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .unwrap_or_default();
+        eprintln!("k8s-agent-sandbox {}", version.trim());
+        flow(&python);
+    }
+}
+
+/// The venv's python, or `None` with a printed reason (a panic under CI).
+fn python_or_skip(env: &str, default: &str) -> Option<PathBuf> {
+    match sdk_python(env, default) {
+        Ok(python) => Some(python),
         Err(why) if std::env::var_os("CI").is_some() => {
             panic!("the agent-sandbox SDK venv is needed under CI: {why}")
         }
@@ -54,9 +79,13 @@ fn sdk_readme_flow_against_rouse_up() {
             eprintln!(
                 "skipped: the agent-sandbox SDK venv is missing ({why}); run testsupport/python/setup.sh"
             );
-            return;
+            None
         }
-    };
+    }
+}
+
+/// The SDK flow with `python`'s SDK against a new `rouse up`.
+fn flow(python: &Path) {
     let dir = tempfile::tempdir().expect("temp dir");
     let rouse = Rouse::start(
         dir.path(),
@@ -101,7 +130,7 @@ fn sdk_readme_flow_against_rouse_up() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/sdk/sdk_flow.py"
     );
-    let mut child = Command::new(&python)
+    let mut child = Command::new(python)
         .arg(script)
         .arg(rouse.kubeconfig())
         .arg(format!("http://{}", rouse.proxy))

@@ -88,6 +88,7 @@ fn pool(name: &str, template: &str, replicas: i32) -> SandboxWarmPool {
                 name: template.into(),
             },
             update_strategy: None,
+            readiness_grace_period_seconds: None,
         },
     );
     p.metadata.namespace = Some(NS.into());

@@ -20,7 +20,7 @@ use kube::Api;
 use kube::api::DeleteParams;
 use rouse_testsupport::cluster::{self, ClusterKubelet, SYSTEM_NAMESPACE};
 use rouse_testsupport::kube::KubeletOptions;
-use scenarios::{Env, lifecycle, snapshots};
+use scenarios::{Env, lifecycle, ownership, snapshots};
 
 /// A scenario environment on a real API server, and the kubelet of its namespace (none on a
 /// cluster with real nodes).
@@ -130,4 +130,8 @@ e2e!(e2e_csi_snapshot_and_fork, csi_snapshots);
 e2e!(
     e2e_owned_objects_collected,
     lifecycle::owned_objects_collected
+);
+e2e!(
+    e2e_unowned_pod_left_alone,
+    ownership::unowned_pod_left_alone
 );

@@ -52,6 +52,12 @@ async fn deleting_a_sandbox_collects_what_it_owns() {
 }
 
 #[tokio::test]
+async fn a_pod_the_sandbox_does_not_own_is_left_alone() {
+    let (_server, _kubelet, env) = fake().await;
+    scenarios::ownership::unowned_pod_left_alone(&env).await;
+}
+
+#[tokio::test]
 async fn only_the_leader_reconciles() {
     let (_server, _kubelet, env) = fake().await;
     lifecycle::leader_election(&env).await;

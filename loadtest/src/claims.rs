@@ -347,6 +347,7 @@ async fn measure<S: ExtensionsStore>(
                 name: "bench".into(),
             },
             update_strategy: None,
+            readiness_grace_period_seconds: None,
         },
     );
     pool.metadata.namespace = Some(NS.into());

@@ -34,7 +34,7 @@ pub struct Args {
         env = "ROUSE_CONTROLLER_CLUSTER_DOMAIN"
     )]
     cluster_domain: String,
-    /// Publish Kubernetes Events on condition transitions.
+    /// Publish the lifecycle Events of sandboxes (docs/controller.md, "Events").
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "ROUSE_CONTROLLER_EVENTS")]
     events: bool,
     /// Reconcile every Sandbox at least this often (e.g. `5m`).

@@ -10,3 +10,4 @@ pub mod kube;
 pub mod node;
 pub mod provisioner;
 pub mod tmpfs;
+pub mod upstream;

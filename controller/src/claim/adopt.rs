@@ -2,11 +2,11 @@
 //! the resourceVersion the claim saw, so that of two claims racing for one member exactly one
 //! wins and the other moves on to the next.
 
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use rouse_shared::api::keys::{
     ADOPTABLE, LAUNCH_TYPE, LAUNCH_TYPE_WARM, SANDBOX_TEMPLATE_HASH, WARM_POOL_SANDBOX,
 };
-use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate};
+use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, controller_ref};
 use rouse_shared::store::Patch;
 use serde_json::{Map, Value, json};
 
@@ -36,8 +36,7 @@ pub fn adoption_patch(
         .into_iter()
         .map(|(k, v)| (k, Value::from(v)))
         .collect();
-    let owners: Vec<Value> = claim
-        .controller_owner_ref(&())
+    let owners: Vec<Value> = controller_ref(claim)
         .and_then(|o| serde_json::to_value(o).ok())
         .into_iter()
         .collect();

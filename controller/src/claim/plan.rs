@@ -22,11 +22,14 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use kube::{Resource, ResourceExt};
-use rouse_shared::api::keys::{LAUNCH_TYPE, LAUNCH_TYPE_COLD, SANDBOX_NAME, SANDBOX_TEMPLATE_REF};
+use rouse_shared::api::keys::{
+    LAUNCH_TYPE, LAUNCH_TYPE_COLD, SANDBOX_NAME, SANDBOX_TEMPLATE_REF, SANDBOX_TEMPLATE_REF_HASH,
+};
 use rouse_shared::api::{
     ClaimShutdownPolicy, Sandbox, SandboxClaim, SandboxClaimStatus, SandboxTemplate,
-    SandboxWarmPool,
+    SandboxWarmPool, controller_ref,
 };
+use rouse_shared::names::sandbox_name_hash;
 use rouse_shared::store::Propagation;
 
 use super::status::{self, reason};
@@ -261,7 +264,7 @@ fn adoptable(pool: &SandboxWarmPool, members: &[Sandbox]) -> Vec<String> {
 }
 
 /// The sandbox a claim starts cold: named like the claim, controlled by it, labelled
-/// `launch-type=cold` and with the claim's own labels and annotations.
+/// `launch-type=cold`, naming its template, and with the claim's own labels and annotations.
 pub fn cold_sandbox(
     claim: &SandboxClaim,
     template_name: &str,
@@ -272,11 +275,15 @@ pub fn cold_sandbox(
     meta.namespace = claim.namespace();
     let mut labels = propagated(claim.labels());
     labels.insert(LAUNCH_TYPE.to_owned(), LAUNCH_TYPE_COLD.to_owned());
-    labels.insert(SANDBOX_TEMPLATE_REF.to_owned(), template_name.to_owned());
+    labels.insert(
+        SANDBOX_TEMPLATE_REF_HASH.to_owned(),
+        sandbox_name_hash(template_name),
+    );
     meta.labels = Some(labels);
-    let annotations = propagated(claim.annotations());
-    meta.annotations = (!annotations.is_empty()).then_some(annotations);
-    meta.owner_references = claim.controller_owner_ref(&()).map(|o| vec![o]);
+    let mut annotations = propagated(claim.annotations());
+    annotations.insert(SANDBOX_TEMPLATE_REF.to_owned(), template_name.to_owned());
+    meta.annotations = Some(annotations);
+    meta.owner_references = controller_ref(claim).map(|o| vec![o]);
     sandbox
 }
 

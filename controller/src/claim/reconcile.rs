@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use kube::ResourceExt;
-use rouse_shared::api::keys::SANDBOX_NAME;
+use kube::{Resource, ResourceExt};
+use rouse_shared::api::keys::{CONTROLLER_FIRST_OBSERVED_AT, SANDBOX_NAME};
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
 use rouse_shared::store::{DeleteParams, ListParams, ObjectKey, Patch, Store, StoreError};
 use serde_json::json;
@@ -24,6 +24,7 @@ use super::reservations::Reservations;
 use super::status::{self, reason};
 use crate::pool::{controlled_by, member_selector};
 use crate::status::status_patch;
+use crate::template::refusal::INVALID_CONFIGURATION;
 
 /// Rounds of (list members, try each) before a claim gives up adopting for this pass; every
 /// lost round means other claims won members, so the pool empties or the claim wins.
@@ -112,6 +113,12 @@ where
         source,
     };
     let uid = claim.uid().unwrap_or_default();
+    let claim = &match first_observed(store, claim, now).await {
+        Ok(claim) => claim,
+        // Deleted meanwhile: nothing left to do.
+        Err(e) if e.is_not_found() => return Ok(ClaimOutcome::default()),
+        Err(e) => return Err(write("annotate", e)),
+    };
 
     let pool: Option<SandboxWarmPool> = optional(
         Store::<SandboxWarmPool>::get(
@@ -210,6 +217,21 @@ where
                             .await
                             .map_err(read)?
                     }
+                    // The API server refuses this sandbox whatever the retry (e.g. a name too
+                    // long for its Service): say so and stop, as upstream does, rather than
+                    // retrying it forever.
+                    Err(StoreError::Invalid { message, .. }) => {
+                        let status = status::failed(
+                            &claim,
+                            INVALID_CONFIGURATION,
+                            format!("the sandbox for this claim is invalid: {message}"),
+                            now,
+                        );
+                        write_status(store, &key, &claim, &status)
+                            .await
+                            .map_err(|e| write("patch_status", e))?;
+                        return Ok(outcome);
+                    }
                     Err(e) => return Err(write("create", e)),
                 };
                 if controlled_by(&created, &uid) {
@@ -269,6 +291,30 @@ where
         requeue_after: Some(ADOPTION_RETRY),
         ..ClaimOutcome::default()
     })
+}
+
+/// Stamps a claim that does not carry it yet (and is not being deleted) with the
+/// `controller-first-observed-at` annotation, `now` with nanoseconds, once, as upstream does:
+/// the start of the claim's startup latency for whoever reads it. Returns the claim as stored.
+async fn first_observed<S: Store<SandboxClaim>>(
+    store: &S,
+    claim: &SandboxClaim,
+    now: Timestamp,
+) -> Result<SandboxClaim, StoreError> {
+    if claim.meta().deletion_timestamp.is_some()
+        || claim
+            .annotations()
+            .contains_key(CONTROLLER_FIRST_OBSERVED_AT)
+    {
+        return Ok(claim.clone());
+    }
+    // RFC 3339 in UTC, the fraction kept (as Go's RFC3339Nano writes it).
+    let stamp = now.to_string();
+    let patch = Patch::merge(json!({"metadata": {"annotations": {
+        CONTROLLER_FIRST_OBSERVED_AT: stamp,
+    }}}))
+    .unwrap_or(Patch::Merge(serde_json::Map::new()));
+    Store::<SandboxClaim>::patch(store, &ObjectKey::of(claim), &patch).await
 }
 
 /// Tries the candidates in order; the adopted member, or `None` when every one was taken.

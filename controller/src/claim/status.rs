@@ -85,7 +85,7 @@ pub(crate) fn finished(claim: &SandboxClaim, sandbox: Option<&Sandbox>) -> Optio
     }
 }
 
-/// The status of a claim bound to `sandbox`: its name and IPs, its `Ready` forwarded (or
+/// The status of a claim bound to `sandbox`: its name, IPs and Service FQDN, its `Ready` forwarded (or
 /// `SandboxNotReady` while it has none) and its `Finished`.
 pub(crate) fn bound(claim: &SandboxClaim, sandbox: &Sandbox, now: Timestamp) -> SandboxClaimStatus {
     let mut status = claim.status.clone().unwrap_or_default();
@@ -115,6 +115,7 @@ pub(crate) fn bound(claim: &SandboxClaim, sandbox: &Sandbox, now: Timestamp) -> 
     status.sandbox = Some(ClaimedSandbox {
         name: sandbox.name_any(),
         pod_ips: sandbox_status.pod_ips,
+        service_fqdn: sandbox_status.service_fqdn,
     });
     status
 }
@@ -169,6 +170,7 @@ pub(crate) fn expired(
             .as_ref()
             .map(|st| st.pod_ips.clone())
             .unwrap_or_default(),
+        service_fqdn: s.status.as_ref().and_then(|st| st.service_fqdn.clone()),
     });
     status
 }

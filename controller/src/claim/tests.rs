@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use rouse_shared::api::keys::{
-    LAUNCH_TYPE, LAUNCH_TYPE_COLD, SANDBOX_TEMPLATE_HASH, WARM_POOL_SANDBOX, condition,
+    LAUNCH_TYPE, LAUNCH_TYPE_COLD, SANDBOX_TEMPLATE_HASH, SANDBOX_TEMPLATE_REF, WARM_POOL_SANDBOX,
+    condition,
 };
 use rouse_shared::api::{
     ClaimEnvVar, ClaimLifecycle, ClaimShutdownPolicy, ClaimedSandbox, InjectionPolicy,
@@ -94,6 +95,7 @@ fn bound_status(mut c: SandboxClaim, name: &str) -> SandboxClaim {
         sandbox: Some(ClaimedSandbox {
             name: name.into(),
             pod_ips: vec![],
+            service_fqdn: None,
         }),
         ..SandboxClaimStatus::default()
     });
@@ -370,9 +372,22 @@ fn claim_plan_rules() {
                 );
                 let owner = &s.metadata.owner_references.as_ref().expect("owned")[0];
                 assert_eq!(
-                    (owner.uid.as_str(), owner.controller),
-                    ("uid-claim-task", Some(true)),
-                    "{name}"
+                    (
+                        owner.uid.as_str(),
+                        owner.controller,
+                        owner.block_owner_deletion
+                    ),
+                    ("uid-claim-task", Some(true), Some(true)),
+                    "{name}: a foreground deletion of the claim waits for its sandbox"
+                );
+                assert_eq!(
+                    s.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(SANDBOX_TEMPLATE_REF))
+                        .map(String::as_str),
+                    Some("python"),
+                    "{name}: the template is named as upstream does"
                 );
                 Want::Create
             }
@@ -473,6 +488,7 @@ fn adoption_patch_reowns_relabels_and_is_conditional() {
     assert_eq!(owners.len(), 1, "the claim is the only owner");
     assert_eq!(owners[0]["uid"], "uid-claim-task");
     assert_eq!(owners[0]["controller"], true);
+    assert_eq!(owners[0]["blockOwnerDeletion"], true);
     assert_eq!(
         root["spec"]["podTemplate"]["metadata"]["annotations"]["example.com/task"],
         "42"

@@ -3,11 +3,11 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use rouse_shared::api::keys::condition;
 use rouse_shared::api::{
     LocalObjectReference, PodTemplate, Sandbox, SandboxClaim, SandboxClaimSpec, SandboxStatus,
-    SandboxTemplate, SandboxTemplateSpec, SandboxWarmPool, SandboxWarmPoolSpec,
+    SandboxTemplate, SandboxTemplateSpec, SandboxWarmPool, SandboxWarmPoolSpec, controller_ref,
 };
 
 use crate::pool::member_prototype;
@@ -68,6 +68,7 @@ pub(crate) fn pool(name: &str, template: &str, replicas: i32) -> SandboxWarmPool
                 name: template.into(),
             },
             update_strategy: None,
+            readiness_grace_period_seconds: None,
         },
     );
     p.metadata.namespace = Some(NS.into());
@@ -135,6 +136,6 @@ pub(crate) fn owned_by(claim: &SandboxClaim, name: &str) -> Sandbox {
     let mut s = Sandbox::new(name, Default::default());
     s.metadata.namespace = claim.namespace();
     s.metadata.uid = Some(format!("uid-{name}"));
-    s.metadata.owner_references = claim.controller_owner_ref(&()).map(|o| vec![o]);
+    s.metadata.owner_references = controller_ref(claim).map(|o| vec![o]);
     s
 }

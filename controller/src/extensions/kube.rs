@@ -22,8 +22,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Api, Client, ResourceExt};
-use rouse_shared::api::keys::SANDBOX_TEMPLATE_REF;
+use kube::{Api, Client, Resource, ResourceExt};
+use rouse_shared::api::keys::template_ref;
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
 use rouse_shared::store::KubeStore;
 use tokio_util::sync::CancellationToken;
@@ -238,10 +238,10 @@ pub async fn run(
             let sandbox_ns = sandbox.namespace().unwrap_or_default();
             expectations.seen(&sandbox_ns, &sandbox.name_any());
             // A member names its pool; one a claim just adopted no longer does, but keeps its
-            // template label, so the pools of that template look again (stateless, unlike a
+            // template annotation, so the pools of that template look again (stateless, unlike a
             // map of former members, which a watch without delete events could not prune).
             let owner = sandbox_controller(&sandbox, "SandboxWarmPool");
-            let template = sandbox.labels().get(SANDBOX_TEMPLATE_REF).cloned();
+            let template = template_ref(sandbox.meta()).map(str::to_owned);
             member_pools
                 .state()
                 .into_iter()

@@ -13,4 +13,6 @@ pub use plan::{
 pub use reconcile::{PoolError, PoolOutcome, reconcile_pool};
 
 #[cfg(test)]
+mod rollout_tests;
+#[cfg(test)]
 mod tests;

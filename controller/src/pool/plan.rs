@@ -7,10 +7,17 @@
 //!   adopts one removes both, so it stops counting.
 //! - The count is the live members (not being deleted, no delete in flight) plus creates in
 //!   flight, so a cache that has not seen its own writes yet never over-creates.
-//! - `Recreate`: members whose `sandbox-template-hash` differs from the template's are
-//!   deleted (and so replaced). `OnReplenish`: they stay until claims consume them.
+//! - `Recreate`: stale members are deleted (and so replaced); `OnReplenish`: they stay until
+//!   claims consume them. As upstream decides it, a member is stale when it was made from
+//!   another template (the pool now names a different one, even with an identical spec), or
+//!   when its pod spec, volume claim templates (names and specs), Service or memory sharing
+//!   differ from what the template makes now; metadata-only changes (labels, annotations)
+//!   never make a member stale.
 //! - A member not Ready for longer than the grace period (since creation, or since it last
-//!   stopped being Ready) is deleted and replaced. Before that: requeue at the deadline.
+//!   stopped being Ready) is deleted and replaced, unless its pod is unschedulable
+//!   (`PodScheduled=False/Unschedulable`: a new one would be too), which is looked at again
+//!   every [`UNSCHEDULABLE_RECHECK`]. Before the deadline: requeue at it. The grace period is
+//!   the pool's `spec.readinessGracePeriodSeconds`, else the controller's.
 //! - Too few: create the difference (the adapter creates in growing batches). Too many:
 //!   delete the surplus, not-Ready members first, then the newest.
 //! - No template: nothing is created; the status still counts the members.
@@ -22,14 +29,20 @@ use jiff::Timestamp;
 use kube::core::{Expression, Selector};
 use kube::{Resource, ResourceExt};
 use rouse_shared::api::keys::{
-    SANDBOX_TEMPLATE_HASH, SANDBOX_TEMPLATE_REF, WARM_POOL_SANDBOX, condition,
+    SANDBOX_TEMPLATE_HASH, SANDBOX_TEMPLATE_REF, SANDBOX_TEMPLATE_REF_HASH, WARM_POOL_SANDBOX,
+    condition, template_ref,
 };
 use rouse_shared::api::{
     Sandbox, SandboxTemplate, SandboxWarmPool, SandboxWarmPoolStatus, WarmPoolUpdateStrategyType,
+    controller_ref,
 };
 use rouse_shared::names::sandbox_name_hash;
 
 use crate::template::{sandbox_spec, template_hash};
+
+/// How often a pool holding unschedulable members past their grace period looks again
+/// (upstream's default).
+pub const UNSCHEDULABLE_RECHECK: Duration = Duration::from_secs(60);
 
 /// What a pool reconcile sees besides the pool itself.
 #[derive(Debug, Clone, Copy)]
@@ -103,14 +116,15 @@ pub fn member_prototype(pool: &SandboxWarmPool, template: &SandboxTemplate) -> S
     meta.labels = Some(
         [
             (WARM_POOL_SANDBOX, sandbox_name_hash(&pool.name_any())),
-            (SANDBOX_TEMPLATE_REF, template_name),
+            (SANDBOX_TEMPLATE_REF_HASH, sandbox_name_hash(&template_name)),
             (SANDBOX_TEMPLATE_HASH, template_hash(&template.spec)),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect(),
     );
-    meta.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
+    meta.annotations = Some([(SANDBOX_TEMPLATE_REF.to_owned(), template_name)].into());
+    meta.owner_references = controller_ref(pool).map(|o| vec![o]);
     sandbox
 }
 
@@ -143,28 +157,38 @@ pub fn plan(
         return out;
     }
 
-    let hash = observed.template.map(|t| template_hash(&t.spec));
+    let current = observed
+        .template
+        .map(|t| (t, template_hash(&t.spec), member_prototype(pool, t)));
     let recreate = pool
         .spec
         .update_strategy
         .as_ref()
         .is_some_and(|s| s.type_ == WarmPoolUpdateStrategyType::Recreate);
+    let grace = pool
+        .spec
+        .readiness_grace_period_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(stuck_after, Duration::from_secs);
     let mut doomed: BTreeSet<String> = BTreeSet::new();
     let mut deadlines: Vec<(String, Timestamp)> = Vec::new();
     for member in &live {
-        let stale = hash
+        let stale = current
             .as_ref()
-            .is_some_and(|h| member.labels().get(SANDBOX_TEMPLATE_HASH) != Some(h));
+            .is_some_and(|(t, hash, fresh)| is_stale(member, &t.name_any(), hash, fresh));
         if recreate && stale {
             doomed.insert(member.name_any());
             continue;
         }
         if let Some(since) = not_ready_since(member) {
-            let deadline = since + stuck_after;
-            if deadline <= now {
-                doomed.insert(member.name_any());
-            } else {
+            let deadline = since + grace;
+            if deadline > now {
                 deadlines.push((member.name_any(), deadline));
+            } else if unschedulable(member) {
+                let recheck = now + UNSCHEDULABLE_RECHECK;
+                deadlines.push((member.name_any(), recheck));
+            } else {
+                doomed.insert(member.name_any());
             }
         }
     }
@@ -181,9 +205,9 @@ pub fn plan(
         for member in surplus.into_iter().take(count - replicas) {
             doomed.insert(member.name_any());
         }
-    } else if let (Some(template), true) = (observed.template, count < replicas) {
+    } else if let (Some((_, _, fresh)), true) = (current, count < replicas) {
         out.create = replicas - count;
-        out.prototype = Some(member_prototype(pool, template));
+        out.prototype = Some(fresh);
     }
     out.delete = live
         .iter()
@@ -197,6 +221,34 @@ pub fn plan(
         .min()
         .map(|d| Duration::try_from(d.duration_since(now)).unwrap_or(Duration::ZERO));
     out
+}
+
+/// Whether `member` is stale against template `template_name` (whose blueprint hash is `hash`
+/// and whose new members look like `fresh`); see the module documentation.
+fn is_stale(member: &Sandbox, template_name: &str, hash: &str, fresh: &Sandbox) -> bool {
+    if template_ref(member.meta()) != Some(template_name) {
+        return true;
+    }
+    if member
+        .labels()
+        .get(SANDBOX_TEMPLATE_HASH)
+        .map(String::as_str)
+        == Some(hash)
+    {
+        return false;
+    }
+    // The hash covers metadata too: compare what the sandbox runs.
+    let (have, want) = (&member.spec, &fresh.spec);
+    let claims = |s: &rouse_shared::api::SandboxSpec| {
+        s.volume_claim_templates
+            .iter()
+            .map(|v| (v.metadata.name.clone(), v.spec.clone()))
+            .collect::<Vec<_>>()
+    };
+    have.pod_template.spec != want.pod_template.spec
+        || claims(have) != claims(want)
+        || have.service != want.service
+        || have.effective_memory_sharing() != want.effective_memory_sharing()
 }
 
 /// When a member that is not Ready stopped being (or was created, if never Ready);
@@ -215,6 +267,18 @@ fn not_ready_since(member: &Sandbox) -> Option<Timestamp> {
         .chain(created(member))
         .max();
     Some(since.unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// True when the member's pod cannot be scheduled (its mirrored `PodScheduled` condition is
+/// `False/Unschedulable`): replacing it would not help.
+fn unschedulable(member: &Sandbox) -> bool {
+    member.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == condition::POD_SCHEDULED
+                && c.status == "False"
+                && c.reason == "Unschedulable"
+        })
+    })
 }
 
 fn created(sandbox: &Sandbox) -> Option<Timestamp> {

@@ -34,9 +34,32 @@ fn strategy(mut p: SandboxWarmPool, type_: WarmPoolUpdateStrategyType) -> Sandbo
     p
 }
 
+fn grace(mut p: SandboxWarmPool, seconds: i32) -> SandboxWarmPool {
+    p.spec.readiness_grace_period_seconds = Some(seconds);
+    p
+}
+
+/// A member whose pod the scheduler cannot place.
+fn unschedulable(mut s: Sandbox) -> Sandbox {
+    let status = s.status.get_or_insert_with(Default::default);
+    status
+        .conditions
+        .push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: "Unschedulable".into(),
+            message: "0/1 nodes are available".into(),
+            observed_generation: Some(1),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(-300)),
+        });
+    s
+}
+
+/// A member made from an older version of its template: another hash, another command.
 fn stale(mut s: Sandbox) -> Sandbox {
     s.labels_mut()
         .insert(SANDBOX_TEMPLATE_HASH.into(), "0ld0ld00".into());
+    s.spec.pod_template.spec.containers[0].command = Some(vec!["old".into()]);
     s
 }
 
@@ -140,6 +163,49 @@ fn pool_plan_rules() {
             want_ready: 2,
             want_replicas: 3,
             want_requeue: None,
+        },
+        Case {
+            name: "the pool's readinessGracePeriodSeconds overrides the controller's",
+            pool: grace(p.clone(), 600),
+            template: Some(t.clone()),
+            members: vec![m("a", 60, true), m("b", 60, true), m("slow", 301, false)],
+            creates_in_flight: 0,
+            deletes_in_flight: &[],
+            want_create: 0,
+            want_delete: &[],
+            want_ready: 2,
+            want_replicas: 3,
+            want_requeue: Some(Duration::from_secs(299)),
+        },
+        Case {
+            name: "a shorter readinessGracePeriodSeconds replaces sooner",
+            pool: grace(p.clone(), 30),
+            template: Some(t.clone()),
+            members: vec![m("a", 60, true), m("b", 60, true), m("slow", 31, false)],
+            creates_in_flight: 0,
+            deletes_in_flight: &[],
+            want_create: 1,
+            want_delete: &["slow"],
+            want_ready: 2,
+            want_replicas: 3,
+            want_requeue: None,
+        },
+        Case {
+            name: "an unschedulable member past the grace period is held, looked at every minute",
+            pool: p.clone(),
+            template: Some(t.clone()),
+            members: vec![
+                m("a", 60, true),
+                m("b", 60, true),
+                unschedulable(m("waiting", 301, false)),
+            ],
+            creates_in_flight: 0,
+            deletes_in_flight: &[],
+            want_create: 0,
+            want_delete: &[],
+            want_ready: 2,
+            want_replicas: 3,
+            want_requeue: Some(Duration::from_secs(60)),
         },
         Case {
             name: "a member still starting within the grace period requeues at its deadline",
@@ -293,8 +359,12 @@ fn members_are_labelled_owned_and_not_idle_suspended() {
     );
     let owner = &m.owner_references()[0];
     assert_eq!(
-        (owner.kind.as_str(), owner.controller),
-        ("SandboxWarmPool", Some(true))
+        (
+            owner.kind.as_str(),
+            owner.controller,
+            owner.block_owner_deletion
+        ),
+        ("SandboxWarmPool", Some(true), Some(true))
     );
     assert_eq!(m.spec.suspension, None, "members wait unsuspended");
     assert_eq!(

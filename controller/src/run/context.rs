@@ -10,13 +10,12 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Resource, ResourceExt};
 use metrics::{counter, histogram};
 use rouse_shared::api::Sandbox;
-use rouse_shared::api::keys::{condition, reason};
 use rouse_shared::store::{ObjectKey, Store};
 use tracing::{Instrument, debug, info_span, warn};
 
 use crate::platform::PlatformError;
 use crate::platform::kube::KubePlatform;
-use crate::sandbox::{ReconcileError, Transition, reconcile_sandbox};
+use crate::sandbox::{EventKind, LifecycleEvent, ReconcileError, reconcile_sandbox};
 
 /// The first retry delay after a failed reconcile; doubled per consecutive failure.
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
@@ -80,14 +79,17 @@ pub async fn reconcile<S: Store<Sandbox>>(
             Err(e) => {
                 counter!("rouse_controller_reconciles_total", "result" => e.metric_label())
                     .increment(1);
+                if let (Some(recorder), Some(event)) = (&ctx.recorder, e.event()) {
+                    publish(recorder, &obj, &event).await;
+                }
                 return Err(e);
             }
         };
         counter!("rouse_controller_reconciles_total", "result" => "ok").increment(1);
         ctx.failures().remove(&key);
         if let Some(recorder) = &ctx.recorder {
-            for transition in &outcome.transitions {
-                publish(recorder, &obj, transition).await;
+            for event in &outcome.events {
+                publish(recorder, &obj, event).await;
             }
         }
         debug!(
@@ -146,42 +148,16 @@ pub fn error_policy<S>(obj: Arc<Sandbox>, error: &ReconcileError, ctx: Arc<Conte
     Action::requeue(delay)
 }
 
-/// Publishes one condition transition as an Event; failures are logged, never fatal.
-async fn publish(recorder: &Recorder, sandbox: &Sandbox, transition: &Transition) {
-    // The first `Suspended=False/NotSuspended` of every new sandbox says nothing new.
-    if transition.type_ == condition::SUSPENDED && transition.reason == reason::NOT_SUSPENDED {
-        let was_suspended = sandbox
-            .status
-            .as_ref()
-            .and_then(|s| {
-                s.conditions
-                    .iter()
-                    .find(|c| c.type_ == condition::SUSPENDED)
-            })
-            .is_some();
-        if !was_suspended {
-            return;
-        }
-    }
-    let warning = matches!(
-        transition.reason.as_str(),
-        reason::POD_FAILED
-            | reason::RECONCILER_ERROR
-            | reason::MULTIPLE_PODS
-            | reason::POD_NOT_OWNED
-    );
+/// Publishes one lifecycle Event; failures are logged, never fatal.
+async fn publish(recorder: &Recorder, sandbox: &Sandbox, event: &LifecycleEvent) {
     let event = Event {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
+        type_: match event.kind {
+            EventKind::Normal => EventType::Normal,
+            EventKind::Warning => EventType::Warning,
         },
-        reason: transition.reason.clone(),
-        note: Some(format!(
-            "{} is {}: {}",
-            transition.type_, transition.status, transition.message
-        )),
-        action: transition.type_.clone(),
+        reason: event.reason.to_owned(),
+        note: Some(event.note.clone()),
+        action: "Reconciling".to_owned(),
         secondary: None,
     };
     if let Err(e) = recorder.publish(&event, &sandbox.object_ref(&())).await {

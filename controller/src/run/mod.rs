@@ -39,6 +39,7 @@ use tracing::{info, warn};
 pub use context::{Context, error_policy, reconcile};
 pub use http::{Probes, install_metrics, serve_probes};
 pub use lease::{LeaderElector, LeaseConfig, LeaseError};
+pub use state::report_states_from;
 
 use crate::platform::kube::{KubeCache, KubePlatform, PodIndex};
 use crate::snapshot::kube::SnapshotFeed;
@@ -52,7 +53,7 @@ pub struct ControllerConfig {
     pub concurrency: u16,
     /// DNS suffix of Services, for `status.serviceFQDN`.
     pub cluster_domain: String,
-    /// Publish Kubernetes Events on condition transitions.
+    /// Publish the lifecycle Events of sandboxes (docs/controller.md, "Events").
     pub events: bool,
     /// Reconcile every sandbox at least this often.
     pub resync: Duration,

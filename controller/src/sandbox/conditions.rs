@@ -16,7 +16,8 @@ pub(crate) const UNKNOWN: &str = "Unknown";
 pub(crate) struct Want {
     pub type_: &'static str,
     pub status: &'static str,
-    pub reason: &'static str,
+    /// A reason of ours, or one copied from the pod (`PodScheduled`).
+    pub reason: String,
     pub message: String,
 }
 
@@ -24,13 +25,13 @@ impl Want {
     pub(crate) fn new(
         type_: &'static str,
         status: &'static str,
-        reason: &'static str,
+        reason: impl Into<String>,
         message: impl Into<String>,
     ) -> Self {
         Self {
             type_,
             status,
-            reason,
+            reason: reason.into(),
             message: message.into(),
         }
     }
@@ -49,11 +50,20 @@ impl Want {
         Condition {
             type_: self.type_.to_owned(),
             status: self.status.to_owned(),
-            reason: self.reason.to_owned(),
+            reason: self.reason,
             message: self.message,
             observed_generation: generation,
             last_transition_time,
         }
+    }
+}
+
+/// `status` as one of [`TRUE`], [`FALSE`] or [`UNKNOWN`]; anything else is `Unknown`.
+pub(crate) fn status_of(status: &str) -> &'static str {
+    match status {
+        TRUE => TRUE,
+        FALSE => FALSE,
+        _ => UNKNOWN,
     }
 }
 

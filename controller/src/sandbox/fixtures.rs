@@ -192,6 +192,7 @@ impl Workload {
         Workload {
             name: name.to_owned(),
             ownership: Ownership::Owned,
+            owner: None,
             phase: WorkloadPhase::Running,
             ready: true,
             ips: vec!["10.0.0.7".to_owned()],

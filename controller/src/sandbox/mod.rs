@@ -3,20 +3,24 @@
 
 mod action;
 mod conditions;
+mod events;
 mod observed;
 mod plan;
 mod reconcile;
+mod report;
 mod sharing;
 mod workload;
 
 pub use action::{Action, SandboxOp, ServiceSpec, VolumeSpec, WorkloadSpec};
 pub use conditions::Transition;
+pub use events::{EventKind, LifecycleEvent, event_reason};
 pub use observed::{
     Observed, ObservedMemorySharing, ObservedService, ObservedVolume, Ownership, RestoreSource,
     SharingState, Workload, WorkloadPhase,
 };
 pub use plan::{Plan, plan};
 pub use reconcile::{ReconcileError, ReconcileOutcome, reconcile_sandbox};
+pub(crate) use report::not_owned_error;
 pub use sharing::MEMORY_SHARING_REFRESH;
 pub use workload::{pod_name, pod_template_hash, volume_specs, workload_spec};
 
@@ -26,3 +30,5 @@ pub(crate) mod fixtures;
 mod reconcile_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upstream_tests;

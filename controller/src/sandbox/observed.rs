@@ -75,6 +75,8 @@ pub struct Workload {
     pub name: String,
     /// Whose it is.
     pub ownership: Ownership,
+    /// The controller that owns it when that is not this sandbox, as `Kind/name (UID: uid)`.
+    pub owner: Option<String>,
     /// Lifecycle phase.
     pub phase: WorkloadPhase,
     /// True when it passed its readiness check.
@@ -99,10 +101,10 @@ pub enum Ownership {
     /// It has a controller reference to this sandbox.
     #[default]
     Owned,
-    /// It has no controller and carries the `agents.x-k8s.io/adoptable` label: the sandbox may
-    /// take it over.
+    /// It has no controller and carries the `agents.x-k8s.io/adoptable` label or this
+    /// sandbox's `sandbox-name-hash` label: the sandbox may take it over (as upstream does).
     Adoptable,
-    /// Another controller owns it, or it is not labelled adoptable: never touched.
+    /// Another controller owns it, or it has no controller and neither label: never touched.
     NotOwned,
 }
 
@@ -131,6 +133,17 @@ impl WorkloadPhase {
             Some("Succeeded") => Self::Succeeded,
             Some("Failed") => Self::Failed,
             Some(_) => Self::Unknown,
+        }
+    }
+
+    /// The phase as a Pod's `status.phase` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Running => "Running",
+            Self::Succeeded => "Succeeded",
+            Self::Failed => "Failed",
+            Self::Unknown => "Unknown",
         }
     }
 

@@ -32,8 +32,9 @@ use rouse_shared::api::keys::{condition, reason};
 use rouse_shared::api::{Endpoint, OperatingMode, Sandbox, SandboxStatus, ShutdownPolicy};
 
 use super::action::{Action, SandboxOp};
-use super::conditions::{FALSE, TRUE, UNKNOWN, Want, find};
-use super::observed::{Observed, Ownership, RestoreSource, Workload, WorkloadPhase};
+use super::conditions::{FALSE, TRUE, Want, find};
+use super::observed::{Observed, Ownership, RestoreSource, WorkloadPhase};
+use super::report::{self, Current, Decided, classify};
 use super::workload::{
     pod_name, pod_template_hash, selector, service_spec, volume_specs, workload_spec,
 };
@@ -52,18 +53,6 @@ pub struct Plan {
     pub status: SandboxStatus,
     /// Reconcile again after this long even if nothing changes (expiry, idle deadline).
     pub requeue_after: Option<Duration>,
-}
-
-/// Which workload the sandbox has, after sorting out ownership.
-enum Current<'a> {
-    /// No workload.
-    None,
-    /// Exactly one workload that is (or is about to be) the sandbox's.
-    Ours(&'a Workload),
-    /// A workload of the pod's name owned by someone else.
-    NotOwned(&'a Workload),
-    /// More than one owned workload.
-    Multiple(Vec<&'a str>),
 }
 
 /// Plans one reconcile of `sandbox`; see the module documentation for the rules.
@@ -177,7 +166,8 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
         out.sandbox_ops.push(SandboxOp::Delete);
     }
 
-    // The status.
+    // The status. An expired sandbox keeps only its conditions (and Rouse's history fields):
+    // nothing it had runs any more.
     let ours = match current {
         Current::Ours(w) => Some(w),
         _ => None,
@@ -185,7 +175,9 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
     let status = &mut out.status;
     status.last_activity_time = previous.last_activity_time.clone();
     status.last_snapshot = previous.last_snapshot.clone();
-    status.selector = Some(selector(sandbox));
+    if !expired {
+        status.selector = Some(selector(sandbox));
+    }
     if service_present {
         status.service = Some(service.name.clone());
         status.service_fqdn = Some(format!(
@@ -195,7 +187,7 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
             observed.cluster_domain
         ));
     }
-    if let Some(w) = ours {
+    if let Some(w) = ours.filter(|_| !expired) {
         status.pod_ips = w.ips.clone();
         status.node_name = w.node_name.clone();
         if w.phase == WorkloadPhase::Running
@@ -210,17 +202,22 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
         }
     }
 
-    let service_ok = spec.service != Some(true) || service_present;
-    let mut wants = vec![
-        ready(&current, mode, expired, deleting, service_ok),
-        suspended(&current, mode, deleting),
-    ];
+    let sandbox_name = sandbox.name_any();
+    let decided = Decided {
+        current,
+        sandbox: &sandbox_name,
+        mode,
+        expired,
+        deleting,
+        created,
+        service_required: spec.service == Some(true) || (spec.service.is_none() && owned_service),
+        service_present,
+    };
+    let mut wants = vec![report::ready(&decided), report::suspended(&decided)];
     if let Some((why, message)) = waiting {
         wants[0] = Want::new(condition::READY, FALSE, why, message.clone());
     }
-    if let Some(scheduled) = ours.and_then(|w| w.scheduled.clone()) {
-        status.conditions.push(scheduled);
-    }
+    wants.extend(report::pod_scheduled(&decided));
     if let Some(checkpoint) = &observed.checkpoint {
         status.conditions.push(checkpoint.clone());
     }
@@ -230,19 +227,7 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
         (status.memory_sharing, refresh) = super::sharing::status(sharing);
     }
     match ours {
-        Some(w) if w.phase.is_terminal() => {
-            let why = if w.phase == WorkloadPhase::Succeeded {
-                reason::POD_SUCCEEDED
-            } else {
-                reason::POD_FAILED
-            };
-            wants.push(Want::new(
-                condition::FINISHED,
-                TRUE,
-                why,
-                format!("pod {} reached a terminal phase", w.name),
-            ));
-        }
+        Some(w) if w.phase.is_terminal() => wants.extend(report::finished(w)),
         Some(_) => {}
         None if created => {}
         None => {
@@ -283,127 +268,6 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
         .chain(refresh)
         .min();
     out
-}
-
-/// Sorts the observed workloads into the sandbox's current one, or the reason there is none.
-fn classify<'a>(workloads: &'a [Workload], pod_name: &str) -> Current<'a> {
-    let named = workloads.iter().find(|w| w.name == pod_name);
-    let owned: Vec<&Workload> = workloads
-        .iter()
-        .filter(|w| {
-            w.ownership == Ownership::Owned
-                || (w.name == pod_name && w.ownership == Ownership::Adoptable)
-        })
-        .collect();
-    if owned.len() > 1 {
-        return Current::Multiple(owned.iter().map(|w| w.name.as_str()).collect());
-    }
-    match (named, owned.first()) {
-        (Some(w), _) if w.ownership == Ownership::NotOwned => Current::NotOwned(w),
-        (_, Some(w)) => Current::Ours(w),
-        (_, None) => Current::None,
-    }
-}
-
-/// The `Ready` condition.
-fn ready(
-    current: &Current<'_>,
-    mode: OperatingMode,
-    expired: bool,
-    deleting: bool,
-    service_ok: bool,
-) -> Want {
-    let not_ready = |why, message: String| Want::new(condition::READY, FALSE, why, message);
-    if let Current::Multiple(names) = current {
-        return not_ready(
-            reason::MULTIPLE_PODS,
-            format!(
-                "more than one pod belongs to the sandbox: {}",
-                names.join(", ")
-            ),
-        );
-    }
-    if expired {
-        return not_ready(
-            reason::SANDBOX_EXPIRED,
-            "shutdownTime has passed".to_owned(),
-        );
-    }
-    if let Current::NotOwned(w) = current {
-        return not_ready(
-            reason::RECONCILER_ERROR,
-            format!("pod {} exists and is not owned by the sandbox", w.name),
-        );
-    }
-    if mode == OperatingMode::Suspended {
-        return not_ready(
-            reason::SANDBOX_SUSPENDED,
-            "the sandbox is suspended".to_owned(),
-        );
-    }
-    let Current::Ours(w) = current else {
-        return not_ready(
-            reason::DEPENDENCIES_NOT_READY,
-            "the pod is being created".to_owned(),
-        );
-    };
-    match w.phase {
-        WorkloadPhase::Succeeded => {
-            return not_ready(reason::POD_SUCCEEDED, format!("pod {} succeeded", w.name));
-        }
-        WorkloadPhase::Failed => {
-            return not_ready(reason::POD_FAILED, format!("pod {} failed", w.name));
-        }
-        _ => {}
-    }
-    let missing = if w.terminating || deleting {
-        "the pod is terminating"
-    } else if w.phase != WorkloadPhase::Running {
-        "the pod is not running"
-    } else if !w.ready {
-        "the pod is not ready"
-    } else if w.ips.is_empty() {
-        "the pod has no IP"
-    } else if !service_ok {
-        "the service does not exist"
-    } else {
-        return Want::new(
-            condition::READY,
-            TRUE,
-            reason::DEPENDENCIES_READY,
-            "the pod is ready",
-        );
-    };
-    not_ready(reason::DEPENDENCIES_NOT_READY, missing.to_owned())
-}
-
-/// The `Suspended` condition.
-fn suspended(current: &Current<'_>, mode: OperatingMode, deleting: bool) -> Want {
-    let want = |status, why, message: &str| Want::new(condition::SUSPENDED, status, why, message);
-    if mode == OperatingMode::Running {
-        return want(FALSE, reason::NOT_SUSPENDED, "the sandbox is not suspended");
-    }
-    match current {
-        Current::None => want(TRUE, reason::POD_TERMINATED, "the pod is gone"),
-        Current::NotOwned(_) => want(
-            FALSE,
-            reason::POD_NOT_OWNED,
-            "a pod of that name exists and is not the sandbox's",
-        ),
-        Current::Multiple(_) => want(
-            UNKNOWN,
-            reason::POD_STATE_UNKNOWN,
-            "more than one pod belongs to the sandbox",
-        ),
-        Current::Ours(w) if w.phase == WorkloadPhase::Unknown && !deleting && !w.terminating => {
-            want(
-                UNKNOWN,
-                reason::POD_STATE_UNKNOWN,
-                "the pod's state is unknown",
-            )
-        }
-        Current::Ours(_) => want(FALSE, reason::POD_TERMINATING, "the pod is terminating"),
-    }
 }
 
 /// When the sandbox becomes idle, if it has an idle timeout; see the module documentation.

@@ -11,8 +11,9 @@ use rouse_shared::store::{DeleteParams, ObjectKey, Patch, Store, StoreError};
 use serde_json::json;
 use tracing::{debug, warn};
 
-use super::action::SandboxOp;
+use super::action::{Action, SandboxOp};
 use super::conditions::{FALSE, Transition, Want, transitions};
+use super::events::{LifecycleEvent, create_failed, lifecycle_events};
 use super::plan::plan;
 use crate::platform::{Platform, PlatformError};
 pub(crate) use crate::status::status_patch;
@@ -22,8 +23,10 @@ pub(crate) use crate::status::status_patch;
 pub struct ReconcileOutcome {
     /// Reconcile again after this long even if nothing changes.
     pub requeue_after: Option<Duration>,
-    /// Conditions that changed status or reason (each worth an Event).
+    /// Conditions that changed status or reason.
     pub transitions: Vec<Transition>,
+    /// The lifecycle Events of this reconcile (upstream's reasons), to publish or log.
+    pub events: Vec<LifecycleEvent>,
     /// Number of platform actions applied.
     pub actions: usize,
     /// True when the Sandbox object was deleted (`shutdownPolicy: Delete`).
@@ -84,6 +87,18 @@ pub enum ReconcileError {
 }
 
 impl ReconcileError {
+    /// The lifecycle Event of this failure, if it has one (a pod that could not be created).
+    pub fn event(&self) -> Option<LifecycleEvent> {
+        match self {
+            ReconcileError::Apply {
+                key,
+                action: "create_workload",
+                source,
+            } => Some(create_failed(&key.name, source)),
+            _ => None,
+        }
+    }
+
     /// A fixed label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
@@ -172,6 +187,7 @@ where
                 return Ok(ReconcileOutcome {
                     requeue_after: None,
                     transitions: Vec::new(),
+                    events: Vec::new(),
                     actions: plan.actions.len(),
                     deleted: true,
                 });
@@ -180,6 +196,11 @@ where
     }
 
     let changes = transitions(&previous.conditions, &plan.status.conditions);
+    let created = plan.actions.iter().find_map(|a| match a {
+        Action::CreateWorkload(spec) => Some(spec.name.as_str()),
+        _ => None,
+    });
+    let events = lifecycle_events(sandbox, created, &changes);
     if let Some(patch) = status_patch(&previous, &plan.status) {
         store
             .patch_status(&key, &patch)
@@ -192,6 +213,7 @@ where
     Ok(ReconcileOutcome {
         requeue_after: plan.requeue_after,
         transitions: changes,
+        events,
         actions: plan.actions.len(),
         deleted: false,
     })
@@ -212,7 +234,8 @@ async fn report_error<S: Store<Sandbox>>(
         condition::READY,
         FALSE,
         reason::RECONCILER_ERROR,
-        error.to_string(),
+        // Upstream's prefix, which tools match on.
+        format!("Error seen: {error}"),
     )
     .into_condition(&previous.conditions, sandbox.meta().generation, now);
     match status

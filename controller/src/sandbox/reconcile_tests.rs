@@ -193,7 +193,7 @@ async fn writes_status_once_then_nothing_when_converged() {
         .iter()
         .map(|t| t.type_.as_str())
         .collect();
-    assert_eq!(types, ["Ready", "Suspended"]);
+    assert_eq!(types, ["Ready", "Suspended", "PodScheduled"]);
 
     let stored = store.current().expect("sandbox");
     let again = reconcile_sandbox(&store, &platform, &stored, at(10))

@@ -260,7 +260,8 @@ fn lifecycle_rules() {
                 nothing().workload(Workload::ready("alice").owned_by(Ownership::NotOwned)),
                 now(),
             ),
-            want: want(&[], &[], "False/ReconcilerError", "False/PodNotOwned"),
+            // Upstream: the sandbox is suspending; the pod is someone else's to delete.
+            want: want(&[], &[], "False/SandboxSuspended", "False/PodNotOwned"),
         },
         Case {
             name: "resume: recreate on the same volumes",

@@ -2,10 +2,10 @@
 //! `VolumeSnapshot`s, the `kube-gke` provider's `PodSnapshotManualTrigger`): the metadata
 //! both providers give them, and how ownership is read back from one.
 
+use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
-use kube::{Resource, ResourceExt};
 use rouse_shared::api::keys::SANDBOX_NAME_HASH;
-use rouse_shared::api::{Sandbox, SandboxSnapshot};
+use rouse_shared::api::{Sandbox, SandboxSnapshot, controller_ref};
 use rouse_shared::names::sandbox_name_hash;
 use serde_json::Value;
 
@@ -44,7 +44,7 @@ pub fn owned_object(
     object.metadata.labels = Some(all);
     object.metadata.annotations =
         Some([(SNAPSHOT_ANNOTATION.to_owned(), snapshot.name_any())].into());
-    object.metadata.owner_references = snapshot.controller_owner_ref(&()).map(|r| vec![r]);
+    object.metadata.owner_references = controller_ref(snapshot).map(|r| vec![r]);
     object.data = data;
     object
 }

@@ -28,7 +28,7 @@ use tracing::Instrument;
 
 use crate::platform::local::LocalPlatform;
 use crate::queue::{Outcome, Queue, RetryBackoff};
-use crate::sandbox::{ReconcileError, reconcile_sandbox};
+use crate::sandbox::{EventKind, LifecycleEvent, ReconcileError, reconcile_sandbox};
 pub use direct::{DirectWake, DirectWaker};
 use feed::Feed;
 pub use stale::mark_not_ready;
@@ -133,6 +133,11 @@ where
         feed::run(store.clone(), feed_tx, feed_stop.clone())
             .instrument(tracing::info_span!("sandbox_feed")),
     );
+    // The same `rouse_controller_sandboxes` gauge as in Kubernetes mode.
+    let gauge = tokio::spawn(crate::run::report_states_from(
+        store.clone(),
+        feed_stop.clone(),
+    ));
     let mut driver = Driver {
         store,
         platform: platform.clone(),
@@ -191,6 +196,9 @@ where
     }
     if let Err(error) = feed.await {
         tracing::error!(%error, "sandbox feed task failed");
+    }
+    if let Err(error) = gauge.await {
+        tracing::error!(%error, "sandbox gauge task failed");
     }
     platform.shutdown().await;
     tracing::info!("standalone driver stopped");
@@ -316,8 +324,12 @@ async fn reconcile_one<S: Store<Sandbox> + Store<SandboxSnapshot>>(
             };
             match reconcile_sandbox(store, &platform, &sandbox, Timestamp::now()).await {
                 Ok(outcome) if outcome.deleted => (Outcome::Done(None), "ok"),
-                Ok(outcome) => (Outcome::Done(outcome.requeue_after), "ok"),
+                Ok(outcome) => {
+                    outcome.events.iter().for_each(log_event);
+                    (Outcome::Done(outcome.requeue_after), "ok")
+                }
                 Err(error) => {
+                    error.event().iter().for_each(log_event);
                     tracing::warn!(%error, "reconcile failed");
                     let retry = retryable(&error);
                     (Outcome::failed(retry), error.metric_label())
@@ -330,6 +342,18 @@ async fn reconcile_one<S: Store<Sandbox> + Store<SandboxSnapshot>>(
         .record(started.elapsed().as_secs_f64());
     metrics::counter!("rouse_controller_reconciles_total", "result" => result).increment(1);
     outcome
+}
+
+/// Standalone mode has no Events API: a lifecycle Event is a log line with its reason.
+fn log_event(event: &LifecycleEvent) {
+    match event.kind {
+        EventKind::Normal => {
+            tracing::info!(event.reason = event.reason, "{}", event.note);
+        }
+        EventKind::Warning => {
+            tracing::warn!(event.reason = event.reason, "{}", event.note);
+        }
+    }
 }
 
 fn retryable(error: &ReconcileError) -> bool {

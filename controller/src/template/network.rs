@@ -10,8 +10,8 @@ use k8s_openapi::api::networking::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::{Resource, ResourceExt};
-use rouse_shared::api::{NetworkPolicyManagement, SandboxTemplate};
+use kube::ResourceExt;
+use rouse_shared::api::{NetworkPolicyManagement, SandboxTemplate, controller_ref};
 
 /// Pod label naming the template a sandbox was made from; the managed NetworkPolicy selects
 /// on it. Not under a system prefix, because those are stripped from pod labels.
@@ -49,7 +49,7 @@ pub fn network_policy(template: &SandboxTemplate) -> Option<NetworkPolicy> {
         metadata: ObjectMeta {
             name: Some(format!("{name}{NETWORK_POLICY_SUFFIX}")),
             namespace: template.namespace(),
-            owner_references: template.controller_owner_ref(&()).map(|o| vec![o]),
+            owner_references: controller_ref(template).map(|o| vec![o]),
             ..ObjectMeta::default()
         },
         spec: Some(KubeNetworkPolicySpec {

@@ -94,25 +94,30 @@ pub async fn create_ready(env: &Env) {
             .and_then(|s| s.get(SANDBOX_NAME_HASH).cloned()),
         Some(sandbox_name_hash("alice"))
     );
-    // The transition to Ready was published as an Event on the Sandbox.
+    // The pod's creation and the sandbox becoming Ready were published as Events on the
+    // Sandbox, with upstream's reasons.
     let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
     wait_for(
         env.timeout,
-        "a DependenciesReady event for alice",
+        "SandboxPodCreated and SandboxReady events for alice",
         || async {
             let list = events
                 .list(&ListParams::default())
                 .await
                 .map_err(|e| e.to_string())?;
-            let found = list.items.iter().any(|e| {
-                e.reason.as_deref() == Some("DependenciesReady")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("alice")
-                    && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Sandbox")
-            });
-            if found {
+            let reasons: Vec<&str> = list
+                .items
+                .iter()
+                .filter(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("alice")
+                        && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Sandbox")
+                })
+                .filter_map(|e| e.reason.as_deref())
+                .collect();
+            if reasons.contains(&"SandboxPodCreated") && reasons.contains(&"SandboxReady") {
                 Ok(())
             } else {
-                Err(format!("{} events", list.items.len()))
+                Err(format!("{reasons:?}"))
             }
         },
     )

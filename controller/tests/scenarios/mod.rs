@@ -9,6 +9,7 @@
 pub mod env;
 pub mod fake;
 pub mod lifecycle;
+pub mod ownership;
 pub mod snapshots;
 
 #[allow(unused_imports)]

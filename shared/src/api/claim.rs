@@ -127,4 +127,11 @@ pub struct ClaimedSandbox {
     /// IPs of its pod.
     #[serde(default, rename = "podIPs", skip_serializing_if = "Vec::is_empty")]
     pub pod_ips: Vec<String>,
+    /// The in-cluster DNS name of its Service, as the sandbox's `status.serviceFQDN` says.
+    #[serde(
+        default,
+        rename = "serviceFQDN",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub service_fqdn: Option<String>,
 }

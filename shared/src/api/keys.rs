@@ -15,8 +15,13 @@ pub const POD_NAME: &str = "agents.x-k8s.io/pod-name";
 pub const LAUNCH_TYPE: &str = "agents.x-k8s.io/launch-type";
 /// Label on a sandbox that belongs to a warm pool.
 pub const WARM_POOL_SANDBOX: &str = "agents.x-k8s.io/warm-pool-sandbox";
-/// Label on a sandbox naming the template it was made from.
+/// Annotation on a sandbox naming the template it was made from (an annotation, as upstream's,
+/// since a template's name may be longer than a label value). Sandboxes made by earlier Rouse
+/// versions carry it as a label; readers accept both ([`template_ref`]).
 pub const SANDBOX_TEMPLATE_REF: &str = "agents.x-k8s.io/sandbox-template-ref";
+/// Label on a sandbox: the name hash of the template it was made from (selectable, unlike
+/// the annotation).
+pub const SANDBOX_TEMPLATE_REF_HASH: &str = "agents.x-k8s.io/sandbox-template-ref-hash";
 /// Label on a warm pool member: the hash of the template blueprint it was made from.
 pub const SANDBOX_TEMPLATE_HASH: &str = "agents.x-k8s.io/sandbox-template-hash";
 /// Label on a warm pool member that a claim may adopt.
@@ -26,6 +31,20 @@ pub const ADOPTABLE: &str = "agents.x-k8s.io/adoptable";
 pub const POD_TEMPLATE_HASH: &str = "agents.x-k8s.io/pod-template-hash";
 /// Annotation on a claim naming the sandbox it adopted.
 pub const SANDBOX_NAME: &str = "agents.x-k8s.io/sandbox-name";
+/// Annotation on a claim: when the controller first saw it (RFC 3339 with nanoseconds), the
+/// start of its startup latency; written once.
+pub const CONTROLLER_FIRST_OBSERVED_AT: &str = "agents.x-k8s.io/controller-first-observed-at";
+
+/// The template a sandbox was made from: its [`SANDBOX_TEMPLATE_REF`] annotation, else the
+/// label of that key that earlier versions wrote.
+pub fn template_ref(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&str> {
+    fn find(map: &Option<std::collections::BTreeMap<String, String>>) -> Option<&str> {
+        map.as_ref()?.get(SANDBOX_TEMPLATE_REF).map(String::as_str)
+    }
+    find(&meta.annotations).or_else(|| find(&meta.labels))
+}
 
 /// Value of [`LAUNCH_TYPE`] for a sandbox created for its claim.
 pub const LAUNCH_TYPE_COLD: &str = "cold";
@@ -72,6 +91,10 @@ pub mod reason {
     pub const POD_FAILED: &str = "PodFailed";
     /// `Ready=False`: `shutdownTime` passed.
     pub const SANDBOX_EXPIRED: &str = "SandboxExpired";
+    /// `PodScheduled=True` copied from a pod whose condition has no reason.
+    pub const POD_SCHEDULED: &str = "PodScheduled";
+    /// `PodScheduled=Unknown`: the pod has not reported scheduling yet, or cannot be read.
+    pub const POD_SCHEDULING_UNKNOWN: &str = "PodSchedulingUnknown";
     /// `Ready=False`: the reconciler failed; the message says why.
     pub const RECONCILER_ERROR: &str = "ReconcilerError";
     /// `Ready=False`: more than one pod claims to be the sandbox's.

@@ -6,6 +6,8 @@
 // duplicated attributes; they are separate columns.
 #![allow(clippy::duplicated_attributes)]
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
 mod claim;
 mod common;
 pub mod keys;
@@ -43,6 +45,18 @@ pub const GROUP: &str = "agents.x-k8s.io";
 pub const EXTENSIONS_GROUP: &str = "extensions.agents.x-k8s.io";
 /// The served and stored version of every kind.
 pub const VERSION: &str = "v1beta1";
+
+/// The controller ownerReference that `owner` puts on what it creates: `controller: true` and
+/// `blockOwnerDeletion: true`, as upstream's controllers set it, so a foreground deletion of
+/// the owner waits for its dependents. `None` when `owner` has no uid (not read from a store).
+pub fn controller_ref<K>(owner: &K) -> Option<OwnerReference>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let mut reference = owner.controller_owner_ref(&())?;
+    reference.block_owner_deletion = Some(true);
+    Some(reference)
+}
 
 #[cfg(test)]
 mod tests;

@@ -50,6 +50,12 @@ pub struct SandboxWarmPoolSpec {
     /// How members made from an older version of the template are replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<WarmPoolUpdateStrategy>,
+    /// Seconds a member may stay not Ready before it is replaced (held instead while its pod
+    /// is unschedulable); overrides the controller's setting for this pool, at least 30.
+    /// Changing it does not make existing members stale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 30))]
+    pub readiness_grace_period_seconds: Option<i32>,
 }
 
 fn default_replicas() -> i32 {

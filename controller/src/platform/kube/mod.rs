@@ -19,15 +19,15 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
-use rouse_shared::api::keys::SANDBOX_NAME_HASH;
-use rouse_shared::api::{MemorySharing, Sandbox, SandboxSnapshot};
+use rouse_shared::api::keys::{SANDBOX_NAME_HASH, condition, reason};
+use rouse_shared::api::{MemorySharing, OperatingMode, Sandbox, SandboxSnapshot};
 use rouse_shared::names::sandbox_name_hash;
 use serde_json::json;
 
 use super::{Platform, PlatformError, Result};
 use crate::sandbox::{
     Action, Observed, ObservedMemorySharing, ObservedService, ObservedVolume, SharingState,
-    pod_name, volume_specs,
+    not_owned_error, pod_name, volume_specs,
 };
 use crate::snapshot::kube_gke::RESTORE_ANNOTATION;
 
@@ -88,6 +88,16 @@ impl Platform for KubePlatform {
             .get(&ObjectRef::new(&name).within(&namespace))
         {
             workloads.push(objects::workload(&pod, sandbox));
+        } else if needs_lookup(sandbox) {
+            // The cache holds only labelled pods; a pod of this name without the label is
+            // someone else's, and the status must say so rather than call the sandbox
+            // suspended (upstream's `PodNotOwned`).
+            let pod = self
+                .api::<Pod>(sandbox)
+                .get_opt(&name)
+                .await
+                .map_err(|e| classify(format!("get pod {namespace}/{name}"), e))?;
+            workloads.extend(pod.map(|p| objects::workload(&p, sandbox)));
         }
         // Other pods this sandbox owns, to refuse when there is more than one.
         let others: Vec<_> = self
@@ -175,11 +185,13 @@ impl Platform for KubePlatform {
                         // (no hash label): only the second is an error.
                         match api.get_opt(&spec.name).await {
                             Ok(Some(existing)) if !is_owned_by(&existing, sandbox) => {
+                                let (_, owner) = objects::ownership(&existing, sandbox);
                                 return Err(PlatformError::Conflict {
                                     what: what(),
-                                    message: format!(
-                                        "pod {} exists and is not owned by the sandbox",
-                                        spec.name
+                                    message: not_owned_error(
+                                        &spec.name,
+                                        owner.as_deref(),
+                                        &sandbox.name_any(),
                                     ),
                                 });
                             }
@@ -223,6 +235,23 @@ impl Platform for KubePlatform {
         };
         result.map_err(|e| classify(what(), e))
     }
+}
+
+/// Whether observing `sandbox` must look for its pod past the cache: only while it is suspended
+/// and not yet known to have no pod (`Suspended=True/PodTerminated`), so a suspended sandbox
+/// costs one read per suspend, and a running one none.
+fn needs_lookup(sandbox: &Sandbox) -> bool {
+    if sandbox.spec.effective_operating_mode() != OperatingMode::Suspended {
+        return false;
+    }
+    let known_gone = sandbox.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == condition::SUSPENDED
+                && c.status == "True"
+                && c.reason == reason::POD_TERMINATED
+        })
+    });
+    !known_gone
 }
 
 /// A create that found the object already there counts as done: names are deterministic.

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
 use kube::{Resource, ResourceExt};
 use rouse_shared::api::keys::{ADOPTABLE, POD_TEMPLATE_HASH, SANDBOX_NAME_HASH, condition};
-use rouse_shared::api::{EndpointPort, Sandbox};
+use rouse_shared::api::{EndpointPort, Sandbox, controller_ref};
 use rouse_shared::names::sandbox_name_hash;
 
 use crate::sandbox::{Ownership, ServiceSpec, VolumeSpec, Workload, WorkloadPhase, WorkloadSpec};
@@ -16,7 +16,7 @@ use crate::sandbox::{Ownership, ServiceSpec, VolumeSpec, Workload, WorkloadPhase
 /// The controller ownerReference to the sandbox; `None` when the sandbox has no uid (it was
 /// not read from the API server).
 pub(crate) fn owner_ref(sandbox: &Sandbox) -> Option<OwnerReference> {
-    sandbox.controller_owner_ref(&())
+    controller_ref(sandbox)
 }
 
 fn meta(
@@ -91,24 +91,40 @@ pub(crate) fn is_owned_by<K: Resource>(object: &K, sandbox: &Sandbox) -> bool {
         .any(|r| r.controller == Some(true) && r.uid == uid)
 }
 
-fn has_controller<K: Resource>(object: &K) -> bool {
+/// The object's controller reference, if it has one.
+fn controller<K: Resource>(object: &K) -> Option<&OwnerReference> {
     object
         .meta()
         .owner_references
         .iter()
         .flatten()
-        .any(|r| r.controller == Some(true))
+        .find(|r| r.controller == Some(true))
+}
+
+/// Whose a Pod is, seen from `sandbox`, and the other controller that owns it, if any. Like
+/// upstream, a Pod without a controller may be adopted when it is labelled adoptable or
+/// carries the sandbox's own `sandbox-name-hash` label.
+pub(crate) fn ownership(pod: &Pod, sandbox: &Sandbox) -> (Ownership, Option<String>) {
+    if is_owned_by(pod, sandbox) {
+        return (Ownership::Owned, None);
+    }
+    if let Some(other) = controller(pod) {
+        let owner = format!("{}/{} (UID: {})", other.kind, other.name, other.uid);
+        return (Ownership::NotOwned, Some(owner));
+    }
+    let labels = pod.labels();
+    let adoptable = labels.get(ADOPTABLE).is_some_and(|v| v == "true")
+        || labels.get(SANDBOX_NAME_HASH) == Some(&sandbox_name_hash(&sandbox.name_any()));
+    if adoptable {
+        (Ownership::Adoptable, None)
+    } else {
+        (Ownership::NotOwned, None)
+    }
 }
 
 /// The workload a Pod is, seen from `sandbox`.
 pub(crate) fn workload(pod: &Pod, sandbox: &Sandbox) -> Workload {
-    let ownership = if is_owned_by(pod, sandbox) {
-        Ownership::Owned
-    } else if !has_controller(pod) && pod.labels().get(ADOPTABLE).is_some_and(|v| v == "true") {
-        Ownership::Adoptable
-    } else {
-        Ownership::NotOwned
-    };
+    let (ownership, owner) = ownership(pod, sandbox);
     let status = pod.status.clone().unwrap_or_default();
     let conditions = status.conditions.unwrap_or_default();
     let ready = conditions
@@ -132,10 +148,8 @@ pub(crate) fn workload(pod: &Pod, sandbox: &Sandbox) -> Workload {
         .map(|c| Condition {
             type_: c.type_.clone(),
             status: c.status.clone(),
-            reason: c
-                .reason
-                .clone()
-                .unwrap_or_else(|| "PodScheduled".to_owned()),
+            // An empty reason is filled in by the plan (upstream's fallbacks).
+            reason: c.reason.clone().unwrap_or_default(),
             message: c.message.clone().unwrap_or_default(),
             observed_generation: None,
             last_transition_time: c
@@ -148,6 +162,7 @@ pub(crate) fn workload(pod: &Pod, sandbox: &Sandbox) -> Workload {
     Workload {
         name: pod.name_any(),
         ownership,
+        owner,
         phase: WorkloadPhase::from_pod_phase(status.phase.as_deref()),
         ready,
         ips,

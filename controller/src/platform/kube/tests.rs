@@ -124,10 +124,26 @@ fn ownership_of_pods() {
             pod(vec![owner("uid-pool", true)], &[(ADOPTABLE, "true")]),
             Ownership::NotOwned,
         ),
+        (
+            "no owner, this sandbox's tracking label (upstream adopts it)",
+            pod(vec![], &[(SANDBOX_NAME_HASH, &sandbox_name_hash("alice"))]),
+            Ownership::Adoptable,
+        ),
+        (
+            "no owner, another sandbox's tracking label",
+            pod(vec![], &[(SANDBOX_NAME_HASH, &sandbox_name_hash("bob"))]),
+            Ownership::NotOwned,
+        ),
     ];
     for (name, pod, want) in cases {
         assert_eq!(objects::workload(&pod, &sandbox).ownership, want, "{name}");
     }
+    let other = objects::workload(&pod(vec![owner("uid-old", true)], &[]), &sandbox);
+    assert_eq!(
+        other.owner.as_deref(),
+        Some("Sandbox/alice (UID: uid-old)"),
+        "the other controller is named, as upstream's message does"
+    );
 }
 
 #[test]
@@ -155,8 +171,13 @@ fn objects_carry_owner_and_hash_label() {
     let refs = pod.metadata.owner_references.clone().expect("owner refs");
     assert_eq!(refs.len(), 1);
     assert_eq!(
-        (refs[0].uid.as_str(), refs[0].controller),
-        ("uid-alice", Some(true))
+        (
+            refs[0].uid.as_str(),
+            refs[0].controller,
+            refs[0].block_owner_deletion
+        ),
+        ("uid-alice", Some(true), Some(true)),
+        "a foreground deletion of the sandbox waits for its pod"
     );
     assert_eq!(refs[0].kind, "Sandbox");
     let hash = sandbox_name_hash("alice");
@@ -171,7 +192,8 @@ fn objects_carry_owner_and_hash_label() {
 
     let claim = objects::claim(&sandbox, &spec.volumes[0]);
     assert_eq!(claim.metadata.name.as_deref(), Some("data-alice"));
-    assert!(claim.metadata.owner_references.is_some());
+    let claim_owner = &claim.metadata.owner_references.clone().expect("owner")[0];
+    assert_eq!(claim_owner.block_owner_deletion, Some(true));
     assert_eq!(
         claim
             .metadata
@@ -188,6 +210,8 @@ fn objects_carry_owner_and_hash_label() {
             selector: [(SANDBOX_NAME_HASH.to_owned(), hash.clone())].into(),
         },
     );
+    let service_owner = &service.metadata.owner_references.clone().expect("owner")[0];
+    assert_eq!(service_owner.block_owner_deletion, Some(true));
     let spec = service.spec.expect("spec");
     assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
     assert_eq!(

@@ -602,6 +602,7 @@ fn observed_workload(entry: &Entry) -> sandbox::Workload {
     sandbox::Workload {
         name: entry.name.clone(),
         ownership: sandbox::Ownership::Owned,
+        owner: None,
         phase,
         ready: status.ready && running && !entry.stopping,
         ips: if running {
