@@ -3,6 +3,7 @@
 //! data directory, and each sandbox's output goes to a log file.
 
 mod activity;
+mod backoff;
 mod checkpoint;
 mod copy;
 mod direct;
@@ -26,6 +27,7 @@ mod supervisor;
 mod sweep;
 
 pub use activity::ActivityView;
+pub use backoff::BackOff;
 pub use direct::{DirectStart, NotDirect, accepting};
 pub use error::{Error, Result};
 pub use gvisor::{

@@ -621,6 +621,10 @@ fn observed_workload(entry: &Entry) -> sandbox::Workload {
             observed_generation: None,
         }),
         template_hash: Some(entry.template_hash.clone()),
+        back_off: status
+            .back_off
+            .as_ref()
+            .map(|b| b.describe(status.restarts)),
     }
 }
 

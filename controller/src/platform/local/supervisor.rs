@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::backoff::{self, BACKOFF_RESET, BACKOFF_START, BackOff};
 use super::checkpoint;
 use super::error::Result;
 use super::gvisor::Runsc;
@@ -28,13 +29,6 @@ use super::ports::{PortLease, PortMap};
 use super::process;
 use super::spec::{LaunchSpec, RuntimeKind};
 use crate::snapshot::Quiesce;
-
-/// The first restart delay.
-const BACKOFF_START: Duration = Duration::from_millis(250);
-/// The longest restart delay.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
-/// A run that lasted this long resets the backoff.
-const BACKOFF_RESET: Duration = Duration::from_secs(10);
 
 /// How long a live snapshot may take, from the request to the restored workload's readiness.
 const LIVE_SNAPSHOT_DEADLINE: Duration = Duration::from_secs(120);
@@ -72,6 +66,8 @@ pub struct WorkloadStatus {
     pub pgid: Option<u32>,
     /// Why it is not running or ready, for conditions and logs.
     pub message: Option<String>,
+    /// While it waits to be started again after an exit: how long and until when.
+    pub back_off: Option<BackOff>,
 }
 
 /// A running workload: its state and the handle that stops it.
@@ -193,6 +189,7 @@ impl Workload {
             restarts: 0,
             pgid: None,
             message: None,
+            back_off: None,
         });
         let stop = CancellationToken::new();
         let checkpoint = Arc::new(AtomicBool::new(false));
@@ -349,16 +346,18 @@ impl Supervisor {
                 self.move_ports();
             }
             tracing::info!(workload.exit = %message, workload.backoff_ms = backoff.as_millis() as u64, "workload exited; restarting");
+            let waiting = BackOff::starting_now(backoff, message.clone());
             self.publish(|s| {
                 s.phase = WorkloadPhase::Pending;
                 s.restarts = s.restarts.saturating_add(1);
                 s.message = Some(format!("restarting after {message}"));
+                s.back_off = Some(waiting);
             });
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
                 () = self.stop.cancelled() => break,
             }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
+            backoff = backoff::next(backoff);
         }
         if matches!(self.runner, Runner::Gvisor(_))
             && checkpoint::pending_image(&self.layout, &self.key).is_none()
@@ -371,6 +370,7 @@ impl Supervisor {
             s.phase = WorkloadPhase::Stopped;
             s.ready = false;
             s.pgid = None;
+            s.back_off = None;
         });
         metrics::gauge!("rouse_controller_workloads", "runtime" => runtime).decrement(1.0);
     }
@@ -436,6 +436,7 @@ impl Supervisor {
             s.ready = false;
             s.pgid = pgid;
             s.message = None;
+            s.back_off = None;
         });
         let readiness = self.spec.readiness.run(&self.ports, |ready| {
             tracing::debug!(
