@@ -4,7 +4,9 @@
 
 mod activity;
 mod backoff;
+mod cgroup;
 mod checkpoint;
+mod contain;
 mod copy;
 mod direct;
 mod env;
@@ -28,6 +30,8 @@ mod sweep;
 
 pub use activity::ActivityView;
 pub use backoff::BackOff;
+pub use cgroup::{CGROUP_EXEC_COMMAND, Cgroups, Hierarchy};
+pub use contain::WORKLOAD_ENV;
 pub use direct::{DirectStart, NotDirect, accepting};
 pub use error::{Error, Result};
 pub use gvisor::{

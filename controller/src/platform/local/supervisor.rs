@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::backoff::{self, BACKOFF_RESET, BACKOFF_START, BackOff};
+use super::cgroup::Cgroups;
 use super::checkpoint;
+use super::contain::Boundary;
 use super::error::Result;
 use super::gvisor::Runsc;
 use super::launch::{Launch, describe, log_line, signal_group, terminate_group};
@@ -143,14 +145,16 @@ impl Workload {
         spec: LaunchSpec,
         notify: Notify,
     ) -> Result<Self> {
-        Self::start_with(layout, runsc, key, spec, notify, None)
+        Self::start_with(layout, runsc, None, key, spec, notify, None)
     }
 
-    /// [`Workload::start`] with the data plane's quiesce hook, which a checkpoint suspend
-    /// calls before saving the sandbox.
+    /// [`Workload::start`] in a cgroup of its own under `cgroups` (see [`super::contain`]),
+    /// with the data plane's quiesce hook, which a checkpoint suspend calls before saving the
+    /// sandbox.
     pub fn start_with(
         layout: &Layout,
         runsc: Option<&Runsc>,
+        cgroups: Option<&Cgroups>,
         key: ObjectKey,
         spec: LaunchSpec,
         notify: Notify,
@@ -195,8 +199,10 @@ impl Workload {
         let checkpoint = Arc::new(AtomicBool::new(false));
         let span =
             tracing::info_span!("workload", sandbox.key = %key, runtime = spec.runtime.as_str());
+        let boundary = Boundary::new(layout.data(), &key, cgroups);
         let supervisor = Supervisor {
             layout: layout.clone(),
+            boundary,
             lease,
             log: layout.log_file(&key),
             pid_file: layout.pid_file(&key),
@@ -273,6 +279,8 @@ impl Drop for Workload {
 
 struct Supervisor {
     layout: Layout,
+    /// What keeps the workload's processes together for its stops.
+    boundary: Boundary,
     /// Keeps `ports` reserved while this supervisor lives.
     lease: PortLease,
     key: ObjectKey,
@@ -366,6 +374,9 @@ impl Supervisor {
             // checkpoint keeps it: the restored network stack keeps its address.)
             Netns::remove(&self.layout, &self.key);
         }
+        // The cgroup goes before the stop is published: a new workload of the same sandbox
+        // may start as soon as this one is seen stopped.
+        self.boundary.close().await;
         self.publish(|s| {
             s.phase = WorkloadPhase::Stopped;
             s.ready = false;
@@ -398,7 +409,7 @@ impl Supervisor {
         let launch = launch.as_ref().unwrap_or(&self.launch);
         metrics::counter!("rouse_controller_workload_starts_total", "runtime" => self.spec.runtime.as_str())
             .increment(1);
-        let mut child = match launch.spawn(&self.log, self.layout.data()) {
+        let mut child = match launch.spawn(&self.log, &self.boundary) {
             Ok(child) => child,
             Err(error) => {
                 let message = format!("starting {}: {error}", launch.program.display());
@@ -481,6 +492,18 @@ impl Supervisor {
                 }
             }
         };
+        // Whatever of the run is left (a detached descendant) goes with it, as in a pod.
+        let left = self.boundary.clear().await;
+        if left > 0 {
+            tracing::info!(
+                workload.leftovers = left,
+                "killed processes the run left behind"
+            );
+            log_line(
+                &self.log,
+                &format!("killed {left} processes the run left behind"),
+            );
+        }
         pidfile::remove(&self.pid_file);
         if let RunEnd::Exited { message, .. } = &end {
             log_line(&self.log, &format!("exited with {message}"));
