@@ -76,20 +76,54 @@ async fn a_kill_empties_the_cgroup_of_a_detached_descendant_with_no_environment(
     let Some(cgroups) = host_cgroups("a_kill_empties_the_cgroup") else {
         return;
     };
+    empties_a_detached_descendant(&cgroups).await;
+    // The other hierarchy too, where this host also has it (a hybrid host has both).
+    if let Some(other) = other_hierarchy(cgroups.hierarchy()) {
+        empties_a_detached_descendant(&other).await;
+    }
+}
+
+/// A cgroup of the hierarchy other than `used`, at the root of its mount, when this host has
+/// it writable (v2 beside v1 `pids` on a hybrid host).
+fn other_hierarchy(used: Hierarchy) -> Option<Cgroups> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let (wanted, fstype) = match used {
+        Hierarchy::V1Pids => (Hierarchy::V2, "cgroup2"),
+        Hierarchy::V2 => (Hierarchy::V1Pids, "cgroup"),
+    };
+    let point = mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let mut after = after.split(' ');
+        let (kind, options) = (after.next()?, after.nth(1).unwrap_or_default());
+        let pids = options.split(',').any(|o| o == "pids");
+        (kind == fstype && (wanted == Hierarchy::V2 || pids))
+            .then(|| PathBuf::from(before.split(' ').nth(4).unwrap_or_default()))
+    })?;
+    let parent = point.join(format!("rouse-test-{}", std::process::id()));
+    Cgroups::at(wanted, parent, None).ok()
+}
+
+/// A leader that starts a descendant in a new session with an empty environment (as a daemon
+/// escaping every other mark would) and exits: the kill ends the descendant, the cgroup takes
+/// a process again afterwards, and goes.
+async fn empties_a_detached_descendant(cgroups: &Cgroups) {
     let cgroup = cgroups.create("default_box.1").expect("a workload cgroup");
     let dir = tempfile::tempdir().expect("tempdir");
     let pid_file = dir.path().join("detached.pid");
-    // The leader starts a descendant in a new session with an empty environment, as a daemon
-    // escaping every other mark would, then exits.
+    // It waits for a line first, so it is in the cgroup before it starts anything.
     let script = format!(
-        "(setsid env -i sh -c 'echo $$ > {}; exec sleep 600' &); exit 0",
+        "read go; (setsid env -i sh -c 'echo $$ > {}; exec sleep 600' &); exit 0",
         pid_file.display()
     );
     let mut leader = std::process::Command::new("sh")
         .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
     cgroup.adopt(leader.id()).expect("join");
+    let mut go = leader.stdin.take().expect("piped stdin");
+    std::io::Write::write_all(&mut go, b"go\n").expect("write");
+    drop(go);
     let status = leader.wait().expect("wait");
     assert!(status.success() || status.signal().is_some());
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -120,6 +154,10 @@ async fn a_kill_empties_the_cgroup_of_a_detached_descendant_with_no_environment(
     assert_eq!(again.wait().expect("wait").signal(), Some(9));
     cgroup.remove();
     assert!(!cgroup.dir().exists());
+    eprintln!(
+        "a detached descendant was killed under {}",
+        cgroups.hierarchy().as_str()
+    );
     cgroups.remove();
     assert!(!cgroups.parent().exists());
 }
