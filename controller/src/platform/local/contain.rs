@@ -125,11 +125,6 @@ impl Boundary {
             cgroup.remove();
         }
     }
-
-    /// Whether the workload runs in a cgroup of its own.
-    pub fn has_cgroup(&self) -> bool {
-        self.cgroup.is_some()
-    }
 }
 
 impl Drop for Boundary {

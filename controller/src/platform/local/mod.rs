@@ -30,7 +30,7 @@ mod sweep;
 
 pub use activity::ActivityView;
 pub use backoff::BackOff;
-pub use cgroup::{CGROUP_EXEC_COMMAND, Cgroups, Hierarchy};
+pub use cgroup::CGROUP_EXEC_COMMAND;
 pub use contain::WORKLOAD_ENV;
 pub use direct::{DirectStart, NotDirect, accepting};
 pub use error::{Error, Result};

@@ -58,8 +58,8 @@ pub struct LocalConfig {
     /// as `rouse __cgroup-exec PROCS -- ...`); `None` moves each workload right after it
     /// started. Default `None`.
     pub cgroup_exec: Option<PathBuf>,
-    /// Put each workload in a cgroup of its own where the host allows (see
-    /// [`super::Cgroups`]); false keeps to process groups and environment marks. Default true.
+    /// Put each workload in a cgroup of its own where the host allows (see `super::cgroup`);
+    /// false keeps to process groups and environment marks. Default true.
     pub cgroups: bool,
 }
 

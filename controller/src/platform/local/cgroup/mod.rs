@@ -123,7 +123,10 @@ impl Cgroups {
             parent,
             exec,
         };
-        cgroups.probe()?;
+        if let Err(why) = cgroups.probe() {
+            cgroups.remove();
+            return Err(why);
+        }
         Ok(cgroups)
     }
 
