@@ -697,6 +697,10 @@ async fn a_deleted_snapshots_data_never_outlives_it_through_a_kill_9() {
         std::fs::create_dir_all(ghost.join("volumes")).expect("stray dir");
     }
 
+    // The restarted workload writes its mark again; gone now, its return says that happened
+    // (the stored Ready=True is the killed run's until the first reconcile).
+    std::fs::remove_file(&mark).expect("remove the mark");
+
     let rouse = Rouse::start(dir.path(), &Options::default());
     support::eventually("the deleted and the stray snapshot data removed", || {
         !first.exists() && !ghost.exists()
@@ -706,6 +710,7 @@ async fn a_deleted_snapshots_data_never_outlives_it_through_a_kill_9() {
     assert_eq!(code, 404, "the snapshot stays deleted: {body}");
 
     // A new snapshot of the same name, of changed data: a fork sees only the new data.
+    support::eventually("the restarted workload wrote its mark", || mark.exists()).await;
     rouse.wait_condition("origin", "Ready", "True", None).await;
     std::fs::write(&mark, "second\n").expect("rewrite the mark");
     create_snapshot(&rouse, "snap", "origin").await;

@@ -82,8 +82,12 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     local.runsc = config.runtime.runsc.clone();
     local.gvisor = config.runtime.gvisor.clone();
     local.ksm = config.runtime.ksm.to_config();
-    // Merge sandboxes start through this binary's `__merge-exec` trampoline.
-    local.merge_exec = Some(std::env::current_exe().context("cannot locate the rouse binary")?);
+    // Merge sandboxes start through this binary's `__merge-exec` trampoline, every workload
+    // through its `__cgroup-exec` one where cgroups are used.
+    let rouse = std::env::current_exe().context("cannot locate the rouse binary")?;
+    local.merge_exec = Some(rouse.clone());
+    local.cgroup_exec = Some(rouse);
+    local.cgroups = config.runtime.cgroups;
     report_runsc(&local.runsc);
     let platform = LocalPlatform::new(local)?;
 

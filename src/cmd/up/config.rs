@@ -66,6 +66,10 @@ pub struct RuntimeSection {
     /// the store behind it (docs/standalone.md, "Direct wake"). Default true; false wakes
     /// through the store only. Read at start.
     pub direct_wake: bool,
+    /// Each workload runs in a cgroup of its own where the host allows it, so every stop kills
+    /// all it started (docs/standalone-runtimes.md, "Stopping"). Default true; false keeps to
+    /// process groups and environment marks. Read at start.
+    pub cgroups: bool,
 }
 
 impl Default for RuntimeSection {
@@ -75,6 +79,7 @@ impl Default for RuntimeSection {
             gvisor: GvisorConfig::default(),
             ksm: KsmSection::default(),
             direct_wake: true,
+            cgroups: true,
         }
     }
 }
@@ -175,6 +180,9 @@ mod tests {
         assert!(config.runtime.direct_wake, "direct wake is on by default");
         let config = UpConfig::from_toml("[runtime]\ndirect_wake = false\n").expect("valid");
         assert!(!config.runtime.direct_wake);
+        assert!(config.runtime.cgroups, "cgroups are on by default");
+        let config = UpConfig::from_toml("[runtime]\ncgroups = false\n").expect("valid");
+        assert!(!config.runtime.cgroups);
         assert_eq!(config.runtime.ksm.pages_to_scan, DEFAULT_PAGES_TO_SCAN);
         assert_eq!(config.runtime.ksm.sleep_millisecs, DEFAULT_SLEEP_MILLISECS);
         assert_eq!(

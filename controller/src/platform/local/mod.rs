@@ -3,7 +3,10 @@
 //! data directory, and each sandbox's output goes to a log file.
 
 mod activity;
+mod backoff;
+mod cgroup;
 mod checkpoint;
+mod contain;
 mod copy;
 mod direct;
 mod env;
@@ -26,6 +29,9 @@ mod supervisor;
 mod sweep;
 
 pub use activity::ActivityView;
+pub use backoff::BackOff;
+pub use cgroup::CGROUP_EXEC_COMMAND;
+pub use contain::WORKLOAD_ENV;
 pub use direct::{DirectStart, NotDirect, accepting};
 pub use error::{Error, Result};
 pub use gvisor::{

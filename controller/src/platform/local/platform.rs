@@ -13,6 +13,7 @@ use rouse_shared::store::ObjectKey;
 use tokio::sync::mpsc;
 
 use super::activity::ActivityView;
+use super::cgroup::Cgroups;
 use super::error::Error;
 use super::gvisor::{GvisorConfig, Runsc};
 use super::ksm::{Ksm, KsmConfig};
@@ -53,6 +54,13 @@ pub struct LocalConfig {
     /// run as `rouse __merge-exec -- ...`); `None` runs Merge workloads unmarked, with a
     /// `MemorySharing=False/NotMarked` condition. Default `None`.
     pub merge_exec: Option<PathBuf>,
+    /// The program that moves a workload into its cgroup and execs it (the `rouse` binary, run
+    /// as `rouse __cgroup-exec PROCS -- ...`); `None` moves each workload right after it
+    /// started. Default `None`.
+    pub cgroup_exec: Option<PathBuf>,
+    /// Put each workload in a cgroup of its own where the host allows (see `super::cgroup`);
+    /// false keeps to process groups and environment marks. Default true.
+    pub cgroups: bool,
 }
 
 impl LocalConfig {
@@ -65,6 +73,8 @@ impl LocalConfig {
             cluster_domain: "cluster.local".to_owned(),
             ksm: KsmConfig::default(),
             merge_exec: None,
+            cgroup_exec: None,
+            cgroups: true,
         }
     }
 }
@@ -84,6 +94,18 @@ pub(super) struct Inner {
     activity: OnceLock<Arc<dyn ActivityView>>,
     quiesce: OnceLock<Arc<dyn Quiesce>>,
     ksm: Ksm,
+    /// The workloads' cgroups, where the host offers them.
+    cgroups: Option<Cgroups>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last clone is gone: the parent cgroup goes too once its workloads' cgroups did
+        // (a workload still stopping keeps it; the next start reuses it).
+        if let Some(cgroups) = &self.cgroups {
+            cgroups.remove();
+        }
+    }
 }
 
 #[derive(Default)]
@@ -171,16 +193,21 @@ impl LocalPlatform {
             .map_err(|e| Error::data_dir(&config.data_dir, e))?;
         let layout = Layout::new(data);
         let killed =
-            pidfile::kill_leftovers(&layout.pid_dir()) + pidfile::kill_marked(layout.data());
+            pidfile::kill_leftovers(&layout.pid_dir()) + pidfile::kill_marked(layout.data(), None);
         if killed > 0 {
             tracing::warn!(
                 workloads = killed,
                 "killed workloads left by a previous run"
             );
         }
+        let cgroups = config
+            .cgroups
+            .then(|| Cgroups::open_or_fall_back(layout.data(), config.cgroup_exec.clone()))
+            .flatten();
         let (changes_tx, changes_rx) = mpsc::channel(CHANGES_CAPACITY);
         Ok(Self {
             inner: Arc::new(Inner {
+                cgroups,
                 ksm: Ksm::new(config.ksm.clone()),
                 config,
                 layout,
@@ -329,6 +356,9 @@ impl LocalPlatform {
         };
         tracing::info!(workloads = entries.len(), "stopping all workloads");
         futures::future::join_all(entries.into_iter().map(|e| e.workload.stop())).await;
+        if let Some(cgroups) = &self.inner.cgroups {
+            cgroups.remove();
+        }
     }
 
     pub(super) fn notifier(&self) -> Notify {
@@ -443,6 +473,7 @@ impl LocalPlatform {
         Workload::start_with(
             &self.inner.layout,
             runsc,
+            self.inner.cgroups.as_ref(),
             key.clone(),
             launch,
             self.notifier(),
@@ -622,6 +653,10 @@ fn observed_workload(entry: &Entry) -> sandbox::Workload {
             observed_generation: None,
         }),
         template_hash: Some(entry.template_hash.clone()),
+        back_off: status
+            .back_off
+            .as_ref()
+            .map(|b| b.describe(status.restarts)),
     }
 }
 
