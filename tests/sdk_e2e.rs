@@ -103,7 +103,9 @@ fn sdk_readme_flow_against_rouse_up() {
     );
     let mut child = Command::new(&python)
         .arg(script)
+        .arg("--kubeconfig")
         .arg(rouse.kubeconfig())
+        .arg("--direct")
         .arg(format!("http://{}", rouse.proxy))
         .env_remove("KUBECONFIG")
         .stdout(Stdio::piped())
