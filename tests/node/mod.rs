@@ -9,6 +9,8 @@
 
 #![allow(dead_code)]
 
+pub mod sdk;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -192,14 +194,42 @@ impl Release {
     }
 }
 
-/// kubectl: the test venv's (`testsupport/python/setup.sh`), else the one on `PATH`.
-pub fn kubectl() -> PathBuf {
-    let venv = std::env::var_os("ROUSE_TEST_VENV")
+/// The test venv of `testsupport/python/setup.sh`: `ROUSE_TEST_VENV`, else
+/// `~/.cache/rouse/venv` (it may not exist).
+pub fn venv() -> Option<PathBuf> {
+    std::env::var_os("ROUSE_TEST_VENV")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/rouse/venv")))
-        .map(|v| v.join("bin/kubectl"));
-    venv.filter(|k| k.is_file())
+}
+
+/// kubectl: the test venv's, else the one on `PATH`.
+pub fn kubectl() -> PathBuf {
+    venv()
+        .map(|v| v.join("bin/kubectl"))
+        .filter(|k| k.is_file())
         .unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
+/// The venv's python with the agent-sandbox SDK and the Kubernetes client importable (and
+/// its kubectl, for the SDK's tunnel mode), or why there is none.
+pub fn sdk_python() -> std::result::Result<PathBuf, String> {
+    let venv = venv().ok_or("neither ROUSE_TEST_VENV nor HOME is set")?;
+    let python = venv.join("bin/python3");
+    let probe = Command::new(&python)
+        .args(["-c", "import k8s_agent_sandbox, kubernetes"])
+        .output()
+        .map_err(|err| format!("{}: {err}", python.display()))?;
+    if !probe.status.success() {
+        return Err(format!(
+            "{} cannot import the SDK: {}",
+            python.display(),
+            String::from_utf8_lossy(&probe.stderr).trim()
+        ));
+    }
+    if !venv.join("bin/kubectl").is_file() {
+        return Err(format!("{} has no kubectl", venv.display()));
+    }
+    Ok(python)
 }
 
 /// One HTTP/1.1 request on a fresh connection, bounded by [`DEADLINE`].

