@@ -96,6 +96,10 @@ struct Cli {
     /// restore: keep the data directory, and so the images, on tmpfs (/dev/shm).
     #[arg(long)]
     tmpfs: bool,
+    /// restore: also restore the image bare under each option runsc offers (compression,
+    /// direct I/O, background loading, tmpfs) and print the matrix.
+    #[arg(long)]
+    restore_matrix: bool,
     /// The `rouse` binary the `wake` and `restore` scenarios run; default: `rouse` beside
     /// this binary.
     #[arg(long, value_name = "PATH")]
@@ -292,6 +296,7 @@ fn restore_scenario(cli: &Cli) -> anyhow::Result<()> {
         },
         background_restore: cli.restore_mode == RestoreModeArg::Background,
         tmpfs: cli.tmpfs,
+        matrix: cli.restore_matrix,
     };
     println!(
         "runsc {}, restore {:?}, images on {}",
