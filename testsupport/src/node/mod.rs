@@ -577,7 +577,10 @@ impl RealNode {
             .create(true)
             .append(true)
             .open(self.run.join(teardown::PIDS))?;
-        std::io::Write::write_all(&mut pids, format!("{pid}\n").as_bytes())?;
+        // With its start time: the tear-down kills a PID only while it is still this process
+        // (a late tear-down must not hit a later run's process that reused the number).
+        let started = teardown::start_time(pid).unwrap_or_default();
+        std::io::Write::write_all(&mut pids, format!("{pid} {started}\n").as_bytes())?;
         let cgroup = self
             .net
             .netns()
