@@ -16,8 +16,14 @@ use tokio::sync::oneshot;
 /// a sandbox's network stack drops while it starts would otherwise wait out the kernel's 1 s
 /// retransmission.
 const ATTEMPT: Duration = Duration::from_millis(100);
-/// Pause between attempts while nothing listens (the proxy's dial starts at the same 1 ms).
+/// First pause between attempts while nothing listens; it doubles up to [`MAX_RETRY`]. The
+/// proxy's default dial backoff (`dial_backoff_initial`, `dial_backoff_max`): the baseline
+/// probes a starting pod as often as the wake's dial does, so neither side loads it more
+/// (a fixed 1 ms retry sends some 1000 SYNs a second into a starting gVisor sandbox, whose
+/// network stack shares the sandbox's CPU with the start being measured).
 const RETRY: Duration = Duration::from_millis(1);
+/// Longest pause between attempts.
+const MAX_RETRY: Duration = Duration::from_millis(50);
 /// Bounds the answer's bytes read (only the status line matters).
 const MAX_ANSWER: u64 = 64 * 1024;
 
@@ -52,9 +58,10 @@ pub fn first_byte(
     Ok(at)
 }
 
-/// [`first_byte`] retried (each connect bounded by [`ATTEMPT`]) until `until`: a server that
-/// is still starting.
+/// [`first_byte`] retried (each connect bounded by [`ATTEMPT`], the pause between attempts
+/// doubling from [`RETRY`] to [`MAX_RETRY`]) until `until`: a server that is still starting.
 pub fn first_byte_retrying(addr: SocketAddr, host: &str, until: Instant) -> Result<Instant> {
+    let mut pause = RETRY;
     loop {
         let left = until.saturating_duration_since(Instant::now());
         match first_byte(addr, host, ATTEMPT.min(left.max(RETRY)), left.max(RETRY)) {
@@ -62,7 +69,10 @@ pub fn first_byte_retrying(addr: SocketAddr, host: &str, until: Instant) -> Resu
             Err(e) if Instant::now() >= until => {
                 return Err(e.context(format!("no answer from {addr} in time")));
             }
-            Err(_) => std::thread::sleep(RETRY),
+            Err(_) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(MAX_RETRY);
+            }
         }
     }
 }
