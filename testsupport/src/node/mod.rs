@@ -186,6 +186,12 @@ impl RealNode {
         self.net.netns_path()
     }
 
+    /// The cgroup, under every v1 hierarchy's root, that holds the node's parts and its pods
+    /// (`rouse-node-<id>`; the kubelet's `cgroupRoot`).
+    pub fn cgroup(&self) -> String {
+        format!("rouse-node-{}", self.net.id)
+    }
+
     /// The run directory (logs in `logs/<part>.log`).
     pub fn dir(&self) -> &Path {
         &self.run.root
