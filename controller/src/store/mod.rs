@@ -3,7 +3,9 @@
 
 mod embedded;
 
-pub use embedded::{EmbeddedStore, EmbeddedStoreConfig, OpenError, STORE_FILE_NAME};
+pub use embedded::{
+    EmbeddedStore, EmbeddedStoreConfig, OpenError, STORE_FILE_NAME, SequenceError, WriteSequence,
+};
 
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ mod error;
 mod meta;
 mod ops;
 mod select;
+mod sequence;
 mod tables;
 mod txn;
 mod typed;
@@ -26,6 +27,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::mpsc;
 
 pub use error::{OpenError, Result};
+pub use sequence::{SequenceError, WriteSequence};
 #[cfg(test)]
 pub(crate) use writer::RESERVE_BLOCK;
 

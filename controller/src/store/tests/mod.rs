@@ -3,6 +3,7 @@
 mod crud;
 mod delete;
 mod durability;
+mod sequence;
 mod watch;
 
 use std::path::PathBuf;
