@@ -12,5 +12,6 @@ pub mod controller;
 pub mod measure;
 pub mod proxy;
 pub mod real_api;
+pub mod scale;
 pub mod scenarios;
 pub mod wake;
