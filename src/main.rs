@@ -46,14 +46,17 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // The memory-sharing trampoline execs a workload: it parses nothing else and starts no
-    // runtime, so it comes before the command line parser.
+    // The trampolines (memory sharing, cgroups) exec a workload: they parse nothing else and
+    // start no runtime, so they come before the command line parser.
     let mut raw = std::env::args_os().skip(1);
-    if raw
-        .next()
-        .is_some_and(|first| first == rouse_controller::platform::local::MERGE_EXEC_COMMAND)
-    {
-        return cmd::merge_exec::run(raw);
+    match raw.next() {
+        Some(first) if first == rouse_controller::platform::local::MERGE_EXEC_COMMAND => {
+            return cmd::merge_exec::run(raw);
+        }
+        Some(first) if first == rouse_controller::platform::local::CGROUP_EXEC_COMMAND => {
+            return cmd::cgroup_exec::run(raw);
+        }
+        _ => {}
     }
     let cli = Cli::parse();
     let (result, error_code) = match cli.command {

@@ -132,7 +132,9 @@ fn flow(python: &Path) {
     );
     let mut child = Command::new(python)
         .arg(script)
+        .arg("--kubeconfig")
         .arg(rouse.kubeconfig())
+        .arg("--direct")
         .arg(format!("http://{}", rouse.proxy))
         .env_remove("KUBECONFIG")
         .stdout(Stdio::piped())

@@ -7,6 +7,10 @@
 //!   suspend starts (the reset path).
 //! - `a_request_during_a_checkpoint_suspend_is_served_after_restore`: requests sent while the
 //!   checkpoint is being taken are held and served by the restored workload.
+//! - `a_suspend_right_after_traffic_keeps_memory`: the server closing first, a WebSocket open,
+//!   a request in flight: each suspend keeps the memory.
+//! - `a_refused_checkpoint_is_retried_then_falls_back_saying_why`: a runsc that refuses
+//!   checkpoints (a wrapper) is retried, and when it never gives in, the condition says why.
 //!
 //! - `forks_from_one_snapshot_continue_from_its_memory_and_diverge`: a `SandboxSnapshot` of
 //!   the running counter (a live checkpoint and restore), three sandboxes made from it with
@@ -19,8 +23,8 @@
 //!   `rouse up` killed at once, a stray directory planted; after the restart both are gone
 //!   and a new snapshot of the same name holds only its own data.
 //!
-//! The gvisor tests need runsc and root (network namespaces); under `CI` their absence fails
-//! the test.
+//! The gvisor tests need a current runsc (the pinned build of testsupport/gvisor/build.sh) and
+//! root (network namespaces); under `CI` their absence fails the test.
 
 mod support;
 
@@ -33,19 +37,42 @@ use serde_json::{Value, json};
 use support::{DEADLINE, Options, Rouse, condition, sandbox};
 
 /// An HTTP/1.1 (keep-alive) server on `BIND` whose answer counts the requests it served: the
-/// count lives only in memory. Keep-alive matters: a server that closes first leaves its side
-/// of the connection in TIME_WAIT, which runsc cannot checkpoint. A gvisor sandbox with its own
-/// network namespace listens on every address of it; a host process on loopback only.
+/// count lives only in memory. `/close` answers and closes the connection itself (its side
+/// then waits in TIME_WAIT, which the 2022 runsc could not checkpoint); `/slow` marks
+/// `slow-started` in the working directory and answers 5 s later; a WebSocket handshake
+/// (`Upgrade: websocket`) is answered with 101 and the connection then echoes what it reads.
+/// A gvisor sandbox listens on every address of its own network namespace; a host process on
+/// loopback only.
 const COUNTER: &str = r#"exec python3 -c '
-import http.server, os
+import base64, hashlib, http.server, os, time
 n = [0]
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_GET(self):
+        if self.headers.get("Upgrade", "").lower() == "websocket":
+            key = self.headers["Sec-WebSocket-Key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+            accept = base64.b64encode(hashlib.sha1(key.encode()).digest()).decode()
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Sec-WebSocket-Accept", accept)
+            self.end_headers()
+            self.wfile.flush()
+            while True:
+                data = self.connection.recv(4096)
+                if not data:
+                    return
+                self.connection.sendall(data)
         n[0] += 1
+        if self.path == "/slow":
+            open("slow-started", "w").close()
+            time.sleep(5)
         body = str(n[0]).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
+        if self.path == "/close":
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
         self.wfile.write(body)
     def log_message(self, *args):
@@ -53,21 +80,13 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer((os.environ["BIND"], int(os.environ["PORT"])), H).serve_forever()
 '"#;
 
-/// Whether these tests can run: runsc installed and root; under CI a missing one fails.
-fn checkpoint_available() -> bool {
-    let runsc = std::process::Command::new("runsc")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let root = nix::unistd::geteuid().is_root();
-    if !(runsc && root) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run the checkpoint tests: runsc installed: {runsc}, root: {root}"
-        );
-        eprintln!("skipping the checkpoint test: needs runsc and root");
-    }
-    runsc && root
+/// The options of a gVisor checkpoint test (`rouse up` with the pinned runsc first on its
+/// `PATH`), when it can run here: a current runsc and root; under CI a missing one fails.
+fn gvisor(test: &str) -> Option<Options> {
+    rouse_testsupport::gvisor::available(test).map(|runsc| Options {
+        runsc: Some(runsc),
+        ..Options::default()
+    })
 }
 
 /// `COUNTER` listening on `bind`.
@@ -136,11 +155,11 @@ async fn suspend(rouse: &Rouse, name: &str) -> Value {
 
 #[tokio::test]
 async fn a_checkpointed_sandbox_keeps_its_memory_across_suspend_wake_and_restart() {
-    if !checkpoint_available() {
+    let Some(options) = gvisor("a_checkpointed_sandbox_keeps_its_memory") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rouse = Rouse::start(dir.path(), &Options::default());
+    let mut rouse = Rouse::start(dir.path(), &options);
     rouse.create(&counter("memo")).await;
     rouse.wait_condition("memo", "Ready", "True", None).await;
     assert_eq!(count(&rouse, "memo").await, 1);
@@ -160,18 +179,18 @@ async fn a_checkpointed_sandbox_keeps_its_memory_across_suspend_wake_and_restart
     suspend(&rouse, "memo").await;
     assert!(rouse.stop(), "rouse up stops");
     drop(rouse);
-    let rouse = Rouse::start(dir.path(), &Options::default());
+    let rouse = Rouse::start(dir.path(), &options);
     assert_eq!(count(&rouse, "memo").await, 5);
     delete(&rouse, "memo").await;
 }
 
 #[tokio::test]
 async fn a_request_during_a_checkpoint_suspend_is_served_after_restore() {
-    if !checkpoint_available() {
+    let Some(options) = gvisor("a_request_during_a_checkpoint_suspend") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
-    let rouse = Rouse::start(dir.path(), &Options::default());
+    let rouse = Rouse::start(dir.path(), &options);
     rouse.create(&counter("held")).await;
     rouse.wait_condition("held", "Ready", "True", None).await;
     assert_eq!(count(&rouse, "held").await, 1);
@@ -188,6 +207,217 @@ async fn a_request_during_a_checkpoint_suspend_is_served_after_restore() {
         rouse.log("held")
     );
     delete(&rouse, "held").await;
+}
+
+/// Opens a WebSocket to the sandbox through the proxy and checks that it echoes; the open
+/// stream.
+async fn open_websocket(rouse: &Rouse, name: &str) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(rouse.proxy)
+        .await
+        .expect("connect to the proxy");
+    let head = format!(
+        "GET /ws HTTP/1.1\r\nHost: {name}.default.sandbox.localhost\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Version: 13\r\n\r\n"
+    );
+    stream
+        .write_all(head.as_bytes())
+        .await
+        .expect("send the handshake");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(DEADLINE, stream.read(&mut buf))
+            .await
+            .expect("handshake answered in time")
+            .expect("read the handshake");
+        assert!(n > 0, "closed during the handshake: {answer:?}");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 101"), "{text}");
+    assert!(text.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{text}");
+    stream
+        .write_all(b"ping")
+        .await
+        .expect("send through the socket");
+    let n = tokio::time::timeout(DEADLINE, stream.read(&mut buf))
+        .await
+        .expect("echo in time")
+        .expect("read the echo");
+    assert_eq!(&buf[..n], b"ping");
+    stream
+}
+
+/// A suspend right after traffic keeps the memory whatever the traffic left behind: the
+/// server's side of a connection it closed (TIME_WAIT in gVisor), a WebSocket still open, a
+/// request still running. Each suspend must end `Checkpointed=True/MemoryKept` and the count
+/// must go on after the wake.
+#[tokio::test]
+async fn a_suspend_right_after_traffic_keeps_memory() {
+    let Some(options) = gvisor("a_suspend_right_after_traffic_keeps_memory") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rouse = Rouse::start(dir.path(), &options);
+    rouse.create(&counter("busy")).await;
+    rouse.wait_condition("busy", "Ready", "True", None).await;
+    assert_eq!(count(&rouse, "busy").await, 1);
+
+    // The server closes first, and at once the sandbox is suspended.
+    let (code, body) = rouse.get("busy", "/close").await.expect("GET /close");
+    assert_eq!((code, body.as_str()), (200, "2"));
+    suspend(&rouse, "busy").await;
+    assert_eq!(count(&rouse, "busy").await, 3, "restored, not restarted");
+
+    // A WebSocket open through the proxy when the sandbox is suspended.
+    let mut socket = open_websocket(&rouse, "busy").await;
+    suspend(&rouse, "busy").await;
+    {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 16];
+        // The quiesce ended the connection (reset or closed): never a hang.
+        let read = tokio::time::timeout(DEADLINE, socket.read(&mut buf))
+            .await
+            .expect("the WebSocket ends when the sandbox is suspended");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+    assert_eq!(count(&rouse, "busy").await, 4, "restored, not restarted");
+
+    // A request still running inside the sandbox when the suspend is asked for (it counted
+    // 5). The proxy resets its connection for the checkpoint and, the request being a GET
+    // (idempotent), sends it again: that wakes the sandbox, and the restored memory answers 6.
+    // A fresh start would answer 1.
+    let marker = rouse.volume("busy", "work").join("slow-started");
+    let slow = {
+        let proxy = rouse.proxy;
+        tokio::spawn(async move {
+            let host = "busy.default.sandbox.localhost";
+            support::http(proxy, "GET", "/slow", host, &[], String::new()).await
+        })
+    };
+    support::eventually("the slow request reached the workload", || marker.exists()).await;
+    let restores = rouse
+        .log("busy")
+        .matches("restoring from checkpoint")
+        .count();
+    set_mode(&rouse, "busy", "Suspended").await;
+    let interrupted = tokio::time::timeout(DEADLINE, slow)
+        .await
+        .expect("the in-flight request ends")
+        .expect("the request task");
+    assert_eq!(
+        interrupted,
+        Ok((200, "6".to_owned())),
+        "sent again and answered by the restored memory"
+    );
+    assert_eq!(
+        rouse
+            .log("busy")
+            .matches("restoring from checkpoint")
+            .count(),
+        restores + 1,
+        "{}",
+        rouse.log("busy")
+    );
+    assert_eq!(count(&rouse, "busy").await, 7);
+    delete(&rouse, "busy").await;
+}
+
+/// A `runsc` that refuses the first `checkpoint` calls (as many as the number in the file
+/// `failures` beside it, counted down) with the 2022 runsc's error, and runs the real one for
+/// everything else.
+fn refusing_runsc(dir: &std::path::Path, real: &std::path::Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin dir");
+    let failures = dir.join("failures");
+    std::fs::write(&failures, "0").expect("failures file");
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = checkpoint ] && ck=1; done\n\
+         if [ -n \"$ck\" ]; then\n  n=$(cat {f})\n  if [ \"$n\" -gt 0 ]; then\n    \
+         echo $((n - 1)) > {f}\n    \
+         echo 'checkpoint failed: encoding error at object tcp.endpoint (refused by the test)' >&2\n    \
+         exit 128\n  fi\nfi\nexec {real} \"$@\"\n",
+        f = failures.display(),
+        real = real.display()
+    );
+    let runsc = bin.join("runsc");
+    std::fs::write(&runsc, script).expect("write the wrapper");
+    std::fs::set_permissions(&runsc, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    runsc
+}
+
+/// Where runsc refuses a checkpoint, Rouse tries again (bounded) before it gives up; when it
+/// gives up, the workload is stopped and `Checkpointed=False/CheckpointFailed` says what
+/// runsc answered and how often it was tried.
+#[tokio::test]
+async fn a_refused_checkpoint_is_retried_then_falls_back_saying_why() {
+    let Some(options) = gvisor("a_refused_checkpoint_is_retried") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let real = options.runsc.clone().expect("gvisor options name runsc");
+    let wrapper = refusing_runsc(dir.path(), &real);
+    let failures = dir.path().join("failures");
+    let options = Options {
+        runsc: Some(wrapper),
+        admin: true,
+        ..options
+    };
+    let rouse = Rouse::start(dir.path(), &options);
+    rouse.create(&counter("stubborn")).await;
+    rouse
+        .wait_condition("stubborn", "Ready", "True", None)
+        .await;
+    assert_eq!(count(&rouse, "stubborn").await, 1);
+
+    // Refused twice, saved the third time.
+    std::fs::write(&failures, "2").expect("arm the wrapper");
+    suspend(&rouse, "stubborn").await;
+    assert_eq!(
+        rouse
+            .metric("rouse_controller_checkpoint_retries_total", "")
+            .await,
+        2.0
+    );
+    assert_eq!(
+        count(&rouse, "stubborn").await,
+        2,
+        "restored, not restarted"
+    );
+
+    // Refused every time: stopped, and the condition says why.
+    std::fs::write(&failures, "1000").expect("arm the wrapper");
+    set_mode(&rouse, "stubborn", "Suspended").await;
+    let sandbox = rouse
+        .wait_condition(
+            "stubborn",
+            "Checkpointed",
+            "False",
+            Some("CheckpointFailed"),
+        )
+        .await;
+    let message = condition(&sandbox, "Checkpointed").expect("waited for")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("encoding error at object tcp.endpoint"),
+        "{message}"
+    );
+    assert!(message.contains("tried 4 times"), "{message}");
+    rouse
+        .wait_condition("stubborn", "Suspended", "True", None)
+        .await;
+    std::fs::write(&failures, "0").expect("disarm the wrapper");
+    assert_eq!(
+        count(&rouse, "stubborn").await,
+        1,
+        "started fresh: memory lost, as the condition said"
+    );
+    delete(&rouse, "stubborn").await;
 }
 
 #[tokio::test]
@@ -275,11 +505,11 @@ fn fork(name: &str, script: &str, from: &str, mut spec: Value) -> Value {
 
 #[tokio::test]
 async fn forks_from_one_snapshot_continue_from_its_memory_and_diverge() {
-    if !checkpoint_available() {
+    let Some(options) = gvisor("forks_from_one_snapshot") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
-    let rouse = Rouse::start(dir.path(), &Options::default());
+    let rouse = Rouse::start(dir.path(), &options);
     rouse.create(&counter("origin")).await;
     rouse.wait_condition("origin", "Ready", "True", None).await;
     assert_eq!(count(&rouse, "origin").await, 1);
@@ -467,6 +697,10 @@ async fn a_deleted_snapshots_data_never_outlives_it_through_a_kill_9() {
         std::fs::create_dir_all(ghost.join("volumes")).expect("stray dir");
     }
 
+    // The restarted workload writes its mark again; gone now, its return says that happened
+    // (the stored Ready=True is the killed run's until the first reconcile).
+    std::fs::remove_file(&mark).expect("remove the mark");
+
     let rouse = Rouse::start(dir.path(), &Options::default());
     support::eventually("the deleted and the stray snapshot data removed", || {
         !first.exists() && !ghost.exists()
@@ -476,6 +710,7 @@ async fn a_deleted_snapshots_data_never_outlives_it_through_a_kill_9() {
     assert_eq!(code, 404, "the snapshot stays deleted: {body}");
 
     // A new snapshot of the same name, of changed data: a fork sees only the new data.
+    support::eventually("the restarted workload wrote its mark", || mark.exists()).await;
     rouse.wait_condition("origin", "Ready", "True", None).await;
     std::fs::write(&mark, "second\n").expect("rewrite the mark");
     create_snapshot(&rouse, "snap", "origin").await;

@@ -255,36 +255,26 @@ fn assert_status(status: &Value, code: u16, reason: &str) {
     assert_eq!(status["reason"], reason, "{status}");
 }
 
-/// Whether the gvisor tests can run: runsc must be installed; under CI its absence fails.
-fn runsc_available() -> bool {
-    let found = std::process::Command::new("runsc")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run the gvisor end-to-end test, but `runsc --version` failed: install runsc"
-        );
-        eprintln!("skipping the gvisor end-to-end test: runsc is not installed");
-    }
-    found
-}
-
 #[tokio::test]
 async fn a_gvisor_sandbox_is_reached_suspended_and_woken() {
-    if !runsc_available() {
+    let Some(runsc) = rouse_testsupport::gvisor::available("a_gvisor_sandbox_is_reached") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
-    let rouse = Rouse::start(dir.path(), &Options::default());
+    let options = Options {
+        runsc: Some(runsc),
+        ..Options::default()
+    };
+    let rouse = Rouse::start(dir.path(), &options);
     let spec = json!({
         "suspension": {"idleTimeoutSeconds": 2},
         "podTemplate": {"spec": {"runtimeClassName": "gvisor"}},
     });
-    // Inside gVisor the volume is mounted at /work, the working directory.
-    let script = format!("cd /work && {SERVE}");
-    rouse.create(&sandbox("gbox", &script, spec)).await;
+    // As in a pod: the server listens on its declared container port (8000) on every address
+    // of the sandbox's own network namespace, no `$PORT` needed; inside gVisor the volume is
+    // mounted at /work, the working directory.
+    let script = "exec python3 -m http.server 8000";
+    rouse.create(&sandbox("gbox", script, spec)).await;
     ready_with_file(&rouse, "gbox").await;
     get_file(&rouse, "gbox").await;
     rouse

@@ -120,10 +120,30 @@ struct Cli {
     /// restore: MiB of memory the workload writes before it is checkpointed.
     #[arg(long, default_value_t = 256, env = "ROUSE_LOADTEST_MIB")]
     mib: usize,
+    /// restore: the runsc to run; default: the pinned build of testsupport/gvisor/build.sh,
+    /// else `runsc` on PATH.
+    #[arg(long, value_name = "PATH")]
+    runsc: Option<PathBuf>,
+    /// restore: `full` waits for the whole image (`runsc restore`), `background` lets memory
+    /// load after the sandbox runs (`--background`, Rouse's default).
+    #[arg(long, value_enum, default_value_t = RestoreModeArg::Background)]
+    restore_mode: RestoreModeArg,
+    /// restore: keep the data directory, and so the images, on tmpfs (/dev/shm).
+    #[arg(long)]
+    tmpfs: bool,
     /// The `rouse` binary the `wake` and `restore` scenarios run; default: `rouse` beside
     /// this binary.
     #[arg(long, value_name = "PATH")]
     rouse: Option<PathBuf>,
+}
+
+/// How the restore scenario restores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RestoreModeArg {
+    /// The whole image is loaded before the sandbox runs.
+    Full,
+    /// The sandbox runs once its state is loaded; memory follows in the background.
+    Background,
 }
 
 /// A wake path on the command line.
@@ -333,7 +353,19 @@ fn restore_scenario(cli: &Cli) -> anyhow::Result<()> {
         cycles: cli.cycles,
         max_time: Duration::from_secs(cli.seconds.max(60)),
         mib: cli.mib.max(1),
+        runsc: match &cli.runsc {
+            Some(path) => path.clone(),
+            None => rouse_testsupport::gvisor::runsc()?,
+        },
+        background_restore: cli.restore_mode == RestoreModeArg::Background,
+        tmpfs: cli.tmpfs,
     };
+    println!(
+        "runsc {}, restore {:?}, images on {}",
+        options.runsc.display(),
+        cli.restore_mode,
+        if cli.tmpfs { "tmpfs" } else { "disk" }
+    );
     wake::restore::print(&wake::restore::run(&options)?);
     Ok(())
 }

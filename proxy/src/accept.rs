@@ -1,5 +1,5 @@
 //! The accept phase every listener shares: accept until the drain signal, admit the
-//! connection (connection limit, and the per-IP rate limit where the protocol has no way to
+//! connection (connection limits in total and per client address, and the per-IP rate limit where the protocol has no way to
 //! answer "slow down"), then hand it to the listener's handler in a tracked task.
 
 use std::future::Future;
@@ -50,8 +50,12 @@ pub(crate) async fn accept_loop<F, Fut>(
                 continue;
             }
         };
-        let Ok(admission) = router.admit() else {
-            continue;
+        let admission = match router.admit(peer.ip()) {
+            Ok(admission) => admission,
+            Err(err) => {
+                tracing::debug!(client.addr = %peer, error = %err, "connection refused");
+                continue;
+            }
         };
         if rate == RateLimit::AtAccept
             && let Err(err) = router.check_rate(peer.ip())

@@ -1,5 +1,6 @@
 //! The admin listener: `/metrics` (Prometheus text), `/healthz` (the process serves) and
-//! `/readyz` (routes synced from the directory and not draining).
+//! `/readyz` (routes synced from the directory, not draining, and the embedding's check: in
+//! `rouse up`, the store can write).
 
 use std::convert::Infallible;
 
@@ -73,12 +74,14 @@ async fn answer(
             crate::metrics::render(),
         ),
         "/healthz" => reply(StatusCode::OK, TEXT, "ok\n".into()),
-        "/readyz" if router.is_ready() => reply(StatusCode::OK, TEXT, "ready\n".into()),
-        "/readyz" => reply(
-            StatusCode::SERVICE_UNAVAILABLE,
-            TEXT,
-            "not ready: routes not synced yet, or draining\n".into(),
-        ),
+        "/readyz" => match router.not_ready() {
+            None => reply(StatusCode::OK, TEXT, "ready\n".into()),
+            Some(why) => reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                TEXT,
+                format!("not ready: {why}\n"),
+            ),
+        },
         _ => reply(
             StatusCode::NOT_FOUND,
             TEXT,

@@ -130,6 +130,12 @@ pub enum ProxyError {
         /// The limit.
         limit: usize,
     },
+    /// The client's address has as many connections open as one address may.
+    #[error("connection limit of {limit} per client address reached")]
+    ClientConnectionLimit {
+        /// The limit.
+        limit: usize,
+    },
     /// The request is malformed (e.g. conflicting routing headers).
     #[error("bad request: {0}")]
     BadRequest(String),
@@ -154,6 +160,7 @@ impl ProxyError {
             ProxyError::UpstreamProtocol { .. } => "upstream_protocol",
             ProxyError::RateLimited { .. } => "rate_limited",
             ProxyError::ConnectionLimit { .. } => "connection_limit",
+            ProxyError::ClientConnectionLimit { .. } => "client_connection_limit",
             ProxyError::BadRequest(_) => "bad_request",
             ProxyError::ShuttingDown => "shutting_down",
         }
@@ -167,6 +174,7 @@ impl ProxyError {
             | ProxyError::UnknownSandbox { .. }
             | ProxyError::UnknownPort { .. }
             | ProxyError::RateLimited { .. }
+            | ProxyError::ClientConnectionLimit { .. }
             | ProxyError::BadRequest(_) => Side::Downstream,
             ProxyError::Suspended { .. }
             | ProxyError::Failed { .. }
@@ -188,6 +196,7 @@ impl ProxyError {
                 | ProxyError::HeldLimit { .. }
                 | ProxyError::RateLimited { .. }
                 | ProxyError::ConnectionLimit { .. }
+                | ProxyError::ClientConnectionLimit { .. }
                 | ProxyError::ShuttingDown
         )
     }
@@ -204,6 +213,7 @@ impl ProxyError {
             | ProxyError::HeldLimit { .. }
             | ProxyError::ConnectionLimit { .. }
             | ProxyError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::ClientConnectionLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
             ProxyError::Failed { .. }
             | ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamProtocol { .. } => StatusCode::BAD_GATEWAY,
@@ -219,6 +229,7 @@ impl ProxyError {
             ProxyError::WakeDeadline { .. } => Some(5),
             ProxyError::HeldLimit { .. }
             | ProxyError::ConnectionLimit { .. }
+            | ProxyError::ClientConnectionLimit { .. }
             | ProxyError::RateLimited { .. }
             | ProxyError::ShuttingDown => Some(1),
             _ => None,

@@ -41,5 +41,5 @@ pub use directory::{
 pub use error::ProxyError;
 pub use kind::ConnKind;
 pub use l7::{Scheme, serve_http_connection};
-pub use route::{RouteError, RouteTarget, Router, Upstream};
+pub use route::{ReadinessCheck, RouteError, RouteTarget, Router, Upstream};
 pub use server::{BoundAddrs, Proxy, ServerError, run};

@@ -1,15 +1,17 @@
-//! Limits on clients: the connection cap (shed at accept), the per-client-IP rate limit
-//! (`pingora-limits`, a fixed-memory estimator, so hostile IP churn cannot grow it), and an
-//! idle timeout wrapper for client streams.
+//! Limits on clients: the connection caps (in total and per client address, shed at accept),
+//! the per-client-IP rate limit (`pingora-limits`, a fixed-memory estimator, so hostile IP
+//! churn cannot grow it), and an idle timeout wrapper for client streams.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
 use pingora_limits::rate::Rate;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
@@ -18,10 +20,25 @@ use crate::deadline::Deadline;
 use crate::error::ProxyError;
 use crate::metrics as m;
 
+/// Open client connections per client address (see [`client_key`]). An address has an
+/// entry only while it has a connection open, so the map holds at most as many entries as
+/// connections are open, whatever addresses connect.
+type PerClient = Arc<DashMap<IpAddr, usize>>;
+
 /// Proxy-wide client limits.
 pub(crate) struct Limits {
     rate: Rate,
     open: Arc<AtomicUsize>,
+    per_client: PerClient,
+}
+
+/// The caps a new client connection is admitted under (0 = no limit).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caps {
+    /// `limits.max_connections`.
+    pub(crate) total: usize,
+    /// `limits.max_connections_per_ip`.
+    pub(crate) per_client: usize,
 }
 
 impl Limits {
@@ -29,11 +46,21 @@ impl Limits {
         Self {
             rate: Rate::new(Duration::from_secs(1)),
             open: Arc::new(AtomicUsize::new(0)),
+            per_client: Arc::new(DashMap::new()),
         }
     }
 
-    /// Counts a new client connection unless `max` are open (0 = no limit).
-    pub(crate) fn admit(&self, max: usize) -> Result<Admission, ProxyError> {
+    /// Counts a new client connection from `ip` unless its address has `caps.per_client`
+    /// open, or the proxy `caps.total`.
+    pub(crate) fn admit(&self, ip: IpAddr, caps: Caps) -> Result<Admission, ProxyError> {
+        // Per address first: a connection refused for its address takes no place in the
+        // total, even for an instant.
+        let client = if caps.per_client == 0 {
+            None
+        } else {
+            Some(ClientPlace::take(&self.per_client, ip, caps.per_client)?)
+        };
+        let max = caps.total;
         let admitted = self
             .open
             .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
@@ -48,7 +75,18 @@ impl Limits {
         metrics::gauge!(m::DOWNSTREAM_CONNECTIONS_OPEN).increment(1.0);
         Ok(Admission {
             open: Arc::clone(&self.open),
+            _client: client,
         })
+    }
+
+    /// Client addresses with a connection open now.
+    pub(crate) fn client_addresses(&self) -> usize {
+        self.per_client.len()
+    }
+
+    /// Client connections admitted and open now.
+    pub(crate) fn client_connections(&self) -> usize {
+        self.open.load(Ordering::Acquire)
     }
 
     /// Counts one event from `ip`; an error once more than `limit` arrived this second.
@@ -70,6 +108,62 @@ impl Limits {
 #[derive(Debug)]
 pub struct Admission {
     open: Arc<AtomicUsize>,
+    /// Its place among its address's connections, when they are capped.
+    _client: Option<ClientPlace>,
+}
+
+/// One connection counted for its client address; dropping it frees the place (and the
+/// address's entry with its last one).
+#[derive(Debug)]
+struct ClientPlace {
+    map: PerClient,
+    key: IpAddr,
+}
+
+impl ClientPlace {
+    /// Counts a connection from `ip` unless its address has `max` (at least 1) open.
+    fn take(map: &PerClient, ip: IpAddr, max: usize) -> Result<Self, ProxyError> {
+        let key = client_key(ip);
+        let mut open = map.entry(key).or_insert(0);
+        // A new entry starts at 0, below any cap: it is never left behind empty.
+        if *open >= max {
+            drop(open);
+            metrics::counter!(m::CONNECTIONS_REJECTED_TOTAL, "reason" => "max_connections_per_ip")
+                .increment(1);
+            return Err(ProxyError::ClientConnectionLimit { limit: max });
+        }
+        *open += 1;
+        drop(open);
+        Ok(Self {
+            map: Arc::clone(map),
+            key,
+        })
+    }
+}
+
+impl Drop for ClientPlace {
+    fn drop(&mut self) {
+        if let Entry::Occupied(mut open) = self.map.entry(self.key) {
+            if *open.get() <= 1 {
+                open.remove();
+            } else {
+                *open.get_mut() -= 1;
+            }
+        }
+    }
+}
+
+/// The address a client's connections are counted under: an IPv4 address (also when mapped
+/// into IPv6), or the /64 network of an IPv6 address — one host commonly has a whole /64,
+/// and could otherwise open connections without bound by changing its address.
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !(u128::from(u64::MAX)))),
+        },
+    }
 }
 
 impl Drop for Admission {
@@ -233,35 +327,4 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    /// Bytes every 200 ms keep a stream with a 300 ms limit open well past the limit (the
-    /// timer is moved when it fires, not per read); 300 ms of silence then end it.
-    #[tokio::test(start_paused = true)]
-    async fn traffic_keeps_the_stream_and_silence_ends_it() {
-        let (client, server) = tokio::io::duplex(64);
-        let control = IdleControl::new(Some(Duration::from_millis(300)));
-        let mut stream = IdleTimeout::new(server, control);
-        let mut client = client;
-        let started = Instant::now();
-        let mut byte = [0_u8; 1];
-        for _ in 0..10 {
-            let (read, ()) = tokio::join!(stream.read(&mut byte), async {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                client.write_all(b"x").await.expect("write");
-            });
-            assert_eq!(read.expect("traffic keeps the stream"), 1);
-        }
-        assert!(started.elapsed() >= Duration::from_secs(2));
-        let quiet = Instant::now();
-        let err = stream.read(&mut byte).await.expect_err("silence ends it");
-        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
-        let waited = quiet.elapsed();
-        assert!(
-            waited >= Duration::from_millis(300) && waited < Duration::from_millis(400),
-            "{waited:?}"
-        );
-    }
-}
+mod tests;

@@ -15,7 +15,8 @@ pub const REQUESTS_TOTAL: &str = "rouse_proxy_requests_total";
 pub const CONNECTIONS_OPEN: &str = "rouse_proxy_connections_open";
 /// Client connections accepted and open now, over all listeners.
 pub const DOWNSTREAM_CONNECTIONS_OPEN: &str = "rouse_proxy_downstream_connections_open";
-/// Connections refused at accept, by `reason` (max_connections, rate_limited).
+/// Connections refused at accept, by `reason` (max_connections, max_connections_per_ip,
+/// rate_limited).
 pub const CONNECTIONS_REJECTED_TOTAL: &str = "rouse_proxy_connections_rejected_total";
 /// Connections held for a sandbox to wake.
 pub const HELD_CONNECTIONS: &str = "rouse_proxy_held_connections";

@@ -215,3 +215,88 @@ async fn a_failed_wake_is_retried_while_connections_wait() {
     );
     proxy.shutdown().await;
 }
+
+/// The endpoint of a sandbox at `addr`, port 80 mapped to it.
+fn endpoint_at(addr: SocketAddr) -> Endpoint {
+    Endpoint {
+        address: addr.ip().to_string(),
+        ports: vec![rouse_proxy::directory::PortMapping {
+            container_port: 80,
+            port: addr.port(),
+        }],
+    }
+}
+
+#[tokio::test]
+async fn a_woken_workload_that_never_listens_gets_its_held_requests_503_with_retry_after() {
+    // Woken to an address nobody listens on: starting (not ready yet), or ready.
+    for ready in [false, true] {
+        let (_socket, closed) = reserved_port();
+        let directory = TestDirectory::new();
+        directory.set("mute", RouteState::suspended(true));
+        let proxy = start(config("[wake]\ndeadline = \"1s\"\n"), &directory).await;
+        let addr = proxy.addrs().http.expect("http listener");
+        let router = proxy.router().clone();
+
+        let request = tokio::spawn(async move { get(addr, &host("mute"), "/").await });
+        wait_held(&router, 1).await;
+        directory.wait_wakes(1).await;
+        let endpoint = endpoint_at(closed);
+        directory.set(
+            "mute",
+            if ready {
+                RouteState::Running { endpoint }
+            } else {
+                RouteState::Starting {
+                    endpoint: Some(endpoint),
+                }
+            },
+        );
+        let reply = tokio::time::timeout(DEADLINE, request)
+            .await
+            .expect("the held request is answered")
+            .expect("client task");
+        assert_eq!(
+            reply.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ready {ready}: {reply:?}"
+        );
+        assert!(
+            reply.headers.contains_key("retry-after"),
+            "ready {ready}: {reply:?}"
+        );
+        assert!(
+            reply.body.contains("did not become ready within 1s"),
+            "ready {ready}: {}",
+            reply.body
+        );
+        wait_held(&router, 0).await;
+        proxy.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_ready_sandbox_whose_port_is_closed_gets_502_at_once() {
+    let (_socket, closed) = reserved_port();
+    let directory = TestDirectory::new();
+    directory.set(
+        "closed",
+        RouteState::Running {
+            endpoint: endpoint_at(closed),
+        },
+    );
+    // A wake deadline far beyond the test's bound: only a fast answer passes.
+    let proxy = start(config("[wake]\ndeadline = \"10m\"\n"), &directory).await;
+    let addr = proxy.addrs().http.expect("http listener");
+    for path in ["/", "/again"] {
+        let reply = tokio::time::timeout(DEADLINE, get(addr, &host("closed"), path))
+            .await
+            .expect("a closed port is answered without waiting for the wake deadline");
+        assert_eq!(reply.status, StatusCode::BAD_GATEWAY, "{reply:?}");
+        assert!(reply.body.contains("refused"), "{}", reply.body);
+        assert!(!reply.headers.contains_key("retry-after"), "{reply:?}");
+    }
+    assert_eq!(directory.wakes(), 0);
+    assert_eq!(proxy.router().held_connections(), 0);
+    proxy.shutdown().await;
+}

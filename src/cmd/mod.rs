@@ -1,6 +1,7 @@
 //! One module per subcommand: parse its arguments, do the work through the libraries, print.
 
 pub mod apply;
+pub mod cgroup_exec;
 pub mod client;
 pub mod cluster;
 pub mod controller;

@@ -80,9 +80,15 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     let store = EmbeddedStore::open(&data_dir.join(STORE_FILE_NAME))?;
     let mut local = LocalConfig::new(data_dir);
     local.runsc = config.runtime.runsc.clone();
+    local.gvisor = config.runtime.gvisor.clone();
     local.ksm = config.runtime.ksm.to_config();
-    // Merge sandboxes start through this binary's `__merge-exec` trampoline.
-    local.merge_exec = Some(std::env::current_exe().context("cannot locate the rouse binary")?);
+    // Merge sandboxes start through this binary's `__merge-exec` trampoline, every workload
+    // through its `__cgroup-exec` one where cgroups are used.
+    let rouse = std::env::current_exe().context("cannot locate the rouse binary")?;
+    local.merge_exec = Some(rouse.clone());
+    local.cgroup_exec = Some(rouse);
+    local.cgroups = config.runtime.cgroups;
+    report_runsc(&local.runsc);
     let platform = LocalPlatform::new(local)?;
 
     let token = if args.no_auth {
@@ -114,6 +120,17 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
         token.as_deref(),
     )?;
 
+    // Before the proxy serves: what the last run left says Ready with endpoints nothing
+    // listens on (controller/src/standalone/stale.rs).
+    let stale = standalone::mark_not_ready(&store)
+        .await
+        .context("cannot mark the last run's sandboxes not ready")?;
+    if stale > 0 {
+        tracing::info!(
+            sandboxes = stale,
+            "marked the last run's ready sandboxes not ready until they start again"
+        );
+    }
     let params = match &config.proxy.directory.namespace {
         Some(namespace) => rouse_shared::store::ListParams::namespace(namespace.clone()),
         None => rouse_shared::store::ListParams::default(),
@@ -131,6 +148,10 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     platform.set_activity_view(Arc::new(ProxyActivity(proxy.router().clone())));
     // A checkpoint suspend has the proxy reset and hold the sandbox's connections first.
     platform.set_quiesce(Arc::new(ProxyQuiesce(proxy.router().clone())));
+    // Readiness (the admin listener's and the API's /readyz) says whether the store can
+    // write, for as long as it cannot: after a full disk, until it has reopened its file.
+    let store_ready = store_readiness(&store);
+    proxy.router().set_readiness_check(store_ready.clone());
 
     let shutdown = CancellationToken::new();
     // Snapshots are taken on the same platform the sandbox driver runs.
@@ -148,7 +169,7 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     ));
     let api_task = tokio::spawn(api::serve(
         api_listener,
-        ApiState::new(store.clone(), api_config),
+        ApiState::new(store.clone(), api_config).with_readiness(store_ready),
         shutdown.clone(),
     ));
 
@@ -219,6 +240,19 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
             Ok(())
         }
     }
+}
+
+/// A readiness check that fails, naming why, while the store cannot read and write its file.
+fn store_readiness(store: &EmbeddedStore) -> Arc<dyn Fn() -> Result<(), String> + Send + Sync> {
+    let store = store.clone();
+    Arc::new(move || {
+        let health = store.health();
+        if health.is_healthy() {
+            Ok(())
+        } else {
+            Err(format!("store: {}", health.describe()))
+        }
+    })
 }
 
 /// The proxy's live view of traffic, for the local platform's idle suspend.
@@ -365,4 +399,21 @@ pub fn check_standalone(config: &rouse_proxy::Config) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Says at start which runsc the gvisor runtime will use, or why it cannot: a missing one is
+/// normal (most sandboxes need none), an unusable one a warning naming what to install.
+fn report_runsc(program: &Path) {
+    use rouse_controller::platform::local::{Error, inspect_runsc};
+    match inspect_runsc(program) {
+        Ok((path, info)) => tracing::info!(
+            runsc.path = %path.display(),
+            runsc.version = %info.version,
+            "gvisor runtime ready"
+        ),
+        Err(missing @ Error::RuntimeMissing { .. }) => {
+            tracing::info!(reason = %missing, "gvisor runtime unavailable")
+        }
+        Err(error) => tracing::warn!(%error, "gvisor runtime unusable"),
+    }
 }

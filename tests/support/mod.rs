@@ -42,6 +42,9 @@ pub struct Options {
     /// Serve the REST API over HTTPS (the default of `rouse up`); the harness's own HTTP
     /// helpers speak plain HTTP, so tests that use them leave this off.
     pub tls: bool,
+    /// The runsc `rouse up` finds first on its `PATH` (the gVisor tests' pinned build, from
+    /// `rouse_testsupport::gvisor::available`).
+    pub runsc: Option<PathBuf>,
 }
 
 /// A running `rouse up`; stopped with SIGINT when dropped.
@@ -97,6 +100,9 @@ impl Rouse {
             .stderr(stderr);
         if options.no_auth {
             command.arg("--no-auth");
+        }
+        if let Some(runsc) = &options.runsc {
+            command.env("PATH", rouse_testsupport::gvisor::path_with(runsc));
         }
         let mut child = command.spawn().expect("spawn rouse up");
         let stdout = child.stdout.take().expect("piped stdout");

@@ -221,7 +221,11 @@ fn start_rouse(kubeconfig: &Path, dir: &Path) -> Supervised {
                 "upstream-e2e",
             ])
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info")
+            // The test's own RUST_LOG, if set, reaches the controller (e.g. to debug a test).
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
             .env_remove("KUBERNETES_SERVICE_HOST"),
         dir,
     )

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and kube-controller-manager from the k8s.io/kubernetes release pinned in
+# Builds kube-apiserver, kube-controller-manager and the node's kube-scheduler, kubelet and
+# kube-proxy from the k8s.io/kubernetes release pinned in
 # go.mod into a cache outside the repository, and prints the directory holding them; also
 # installs helm (the chart tests render and lint deploy/helm/rouse with it) into
 # <cache>/helm-<version>/. Skips each build whose binary is already there (the cache key is the
@@ -28,7 +29,10 @@ if [ ! -x "$cache/helm-$helm_version/helm" ]; then
     # Outside our module: `go install pkg@version` builds helm's own pinned dependencies.
     (cd / && GOBIN="$cache/helm-$helm_version" "$go" install "helm.sh/helm/v4/cmd/helm@$helm_version" >&2)
 fi
-if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ]; then
+cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+missing=()
+for cmd in "${cmds[@]}"; do [ -x "$out/$cmd" ] || missing+=("$cmd"); done
+if [ ${#missing[@]} -eq 0 ]; then
     echo "$out"
     exit 0
 fi
@@ -38,7 +42,7 @@ cd "$here"
 minor="${version#v1.}"; minor="${minor%%.*}"
 pkg=k8s.io/component-base/version
 ldflags="-s -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-for cmd in kube-apiserver kube-controller-manager; do
+for cmd in "${missing[@]}"; do
     # Build under a temporary name first so an interrupted build never looks cached.
     "$go" build -trimpath -ldflags="$ldflags" -o "$out/.$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >&2
     mv "$out/.$cmd.tmp" "$out/$cmd"

@@ -4,5 +4,10 @@
 #![forbid(unsafe_code)]
 
 pub mod cluster;
+pub mod gvisor;
+pub mod image;
 pub mod kube;
+pub mod node;
+pub mod provisioner;
+pub mod tmpfs;
 pub mod upstream;

@@ -9,7 +9,9 @@
 #                                                        scale benchmark's run of it
 #   <cache>/kwok-<version>/kwok                          kwok, which simulates a node
 #   <cache>/kwok-<version>/stages.yaml                   kwok's own node and pod stages, and
-#                                                        ours (stages/*.yaml, see there)
+#                                                        ours (stages/*.yaml, see there);
+#                                                        written on every run (it is only a
+#                                                        concatenation, and follows edits)
 #
 # and prints one line per program, `<name> <path>`, for tests and benchmarks to read:
 #
@@ -61,7 +63,7 @@ cd "$here"
 # Writes under a temporary name first, so an interrupted build never looks cached.
 build() {
     local name="$1" out="${path[$1]}"
-    [ -e "$out" ] && return 0
+    [ -e "$out" ] && [ "$name" != kwok-stages ] && return 0
     mkdir -p "$(dirname "$out")"
     case "$name" in
         e2e) "$go" test -c -trimpath -o "$out.tmp" sigs.k8s.io/agent-sandbox/test/e2e >&2 ;;
@@ -77,15 +79,16 @@ build() {
             ;;
         kwok) "$go" build -trimpath -o "$out.tmp" sigs.k8s.io/kwok/cmd/kwok >&2 ;;
         kwok-stages)
-            # kwok's own stages from its module (node initialize and heartbeat, the general pod
-            # lifecycle), then ours.
+            # kwok's own stages from its module: the node made Ready and kept alive; a pod
+            # Running and Ready as soon as it is bound (the "fast" stage: no random start
+            # delay, which upstream's tests with short deadlines cannot afford); a deleted pod
+            # removed once its grace period is over and its finalizers are gone (the
+            # "general" stage). Then ours.
             local src
             src="$("$go" list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage"
             {
                 for f in "$src"/node/fast/node-initialize.yaml "$src"/node/heartbeat/node-heartbeat.yaml \
-                    "$src"/pod/general/pod-create.yaml "$src"/pod/general/pod-init-container-running.yaml \
-                    "$src"/pod/general/pod-init-container-completed.yaml "$src"/pod/general/pod-ready.yaml \
-                    "$src"/pod/general/pod-complete.yaml "$src"/pod/general/pod-delete.yaml \
+                    "$src"/pod/fast/pod-ready.yaml "$src"/pod/general/pod-delete.yaml \
                     "$here"/stages/*.yaml; do
                     echo "---"
                     cat "$f"

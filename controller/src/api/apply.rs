@@ -31,10 +31,7 @@ pub(super) async fn apply<S: ApiStore>(
     part: Part,
     options: &Options,
 ) -> Reply<Response> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|_| Failure::bad_request("the apply body is not UTF-8"))?;
-    let applied: Value = serde_saphyr::from_str(text)
-        .map_err(|e| Failure::bad_request(format!("the apply body is not YAML or JSON: {e}")))?;
+    let applied = super::bounds::parse_apply(bytes, &state.config)?;
     if !applied.is_object() {
         return Err(Failure::bad_request("the apply body must be an object"));
     }

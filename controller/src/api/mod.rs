@@ -1,6 +1,6 @@
 //! The REST API: the sandbox kinds over HTTP with Kubernetes semantics, on any [`Store`].
 //!
-//! Routes (all but `/healthz` need `Authorization: Bearer <token>` when a token is set):
+//! Routes (all but `/healthz` and `/readyz` need `Authorization: Bearer <token>` when a token is set):
 //! `/v1/namespaces/{ns}/{plural}` (list, watch, create), `/v1/{plural}` (all namespaces),
 //! `/v1/namespaces/{ns}/{plural}/{name}` (get, replace, merge patch, delete) with the `status`,
 //! `suspend`, `resume` and `log` subresources, and `/openapi.json`. The same routes answer under
@@ -10,8 +10,14 @@
 mod apply;
 mod auth;
 mod body;
+mod bounds;
 mod check;
+mod config;
+mod delete;
 mod discovery;
+mod freshness;
+mod health;
+mod inflight;
 mod kinds;
 mod kubeconfig;
 mod logs;
@@ -32,7 +38,6 @@ mod tls;
 mod update;
 mod watch;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,6 +59,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use auth::load_or_create_token;
+pub use config::ApiConfig;
+pub use health::ReadinessCheck;
 pub use kinds::Kind;
 pub(crate) use kinds::dispatch;
 pub use kubeconfig::{KUBECONFIG_CONTEXT, kubeconfig, write_kubeconfig};
@@ -136,62 +143,6 @@ impl Error {
 /// Result of the API's setup calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Settings of the REST API.
-#[derive(Debug, Clone)]
-pub struct ApiConfig {
-    /// Address to listen on; default `127.0.0.1:7070`. `serve` takes a bound listener, so this
-    /// is what the caller binds.
-    pub listen: SocketAddr,
-    /// The bearer token every request but `/healthz` must carry; `None` disables auth
-    /// (`--no-auth`).
-    pub token: Option<String>,
-    /// The data directory; workload logs are read from `{data}/logs/`.
-    pub data_dir: PathBuf,
-    /// Largest request body accepted, in bytes; default 1 MiB (larger: 413).
-    pub max_body_bytes: usize,
-    /// Most watch and log-follow streams open at once; default 256 (more: 503).
-    pub max_streams: usize,
-    /// Longest a watch or log follow stays open; default 30 minutes (clients reconnect).
-    pub max_stream_duration: Duration,
-    /// How often a followed log file is checked for new output; default 200ms.
-    pub log_poll_interval: Duration,
-    /// Most connections open at once; default 1024 (more wait to be accepted).
-    pub max_connections: usize,
-    /// How long a client may take to send a request's headers; default 10s.
-    pub header_read_timeout: Duration,
-    /// How long a request body may take to arrive; default 30s (slower: 408).
-    pub body_read_timeout: Duration,
-    /// How long shutdown waits for open requests; default 10s.
-    pub drain_timeout: Duration,
-    /// Serve HTTPS with this certificate; `None` serves plain HTTP (default, for tests and
-    /// Kubernetes mode behind a TLS-terminating Service).
-    pub tls: Option<ApiTls>,
-}
-
-impl ApiConfig {
-    /// The default address: `127.0.0.1:7070`.
-    pub const DEFAULT_LISTEN: SocketAddr =
-        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 7070);
-
-    /// A config with the given token and data directory and defaults for the rest.
-    pub fn new(token: Option<String>, data_dir: impl Into<PathBuf>) -> Self {
-        Self {
-            listen: Self::DEFAULT_LISTEN,
-            token,
-            data_dir: data_dir.into(),
-            max_body_bytes: 1024 * 1024,
-            max_streams: 256,
-            max_stream_duration: Duration::from_secs(30 * 60),
-            log_poll_interval: Duration::from_millis(200),
-            max_connections: 1024,
-            header_read_timeout: Duration::from_secs(10),
-            body_read_timeout: Duration::from_secs(30),
-            drain_timeout: Duration::from_secs(10),
-            tls: None,
-        }
-    }
-}
-
 /// What every handler shares: the store, the config and the stream budget.
 #[derive(Clone)]
 pub struct ApiState<S> {
@@ -199,6 +150,7 @@ pub struct ApiState<S> {
     config: Arc<ApiConfig>,
     streams: Arc<Semaphore>,
     shutdown: CancellationToken,
+    readiness: Option<ReadinessCheck>,
 }
 
 impl<S: ApiStore> ApiState<S> {
@@ -209,7 +161,16 @@ impl<S: ApiStore> ApiState<S> {
             streams: Arc::new(Semaphore::new(config.max_streams)),
             config: Arc::new(config),
             shutdown: CancellationToken::new(),
+            readiness: None,
         }
+    }
+
+    /// `/readyz` answers `503` with the reason while `check` fails (e.g. the store's health);
+    /// without a check it answers `200` whenever the API serves.
+    #[must_use]
+    pub fn with_readiness(mut self, check: ReadinessCheck) -> Self {
+        self.readiness = Some(check);
+        self
     }
 
     /// The config in force.
@@ -249,7 +210,7 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
                 get(routes::get::<S>)
                     .put(update::replace::<S>)
                     .patch(update::patch::<S>)
-                    .delete(routes::delete::<S>),
+                    .delete(delete::delete::<S>),
             )
             .route(
                 &format!("{one}/status"),
@@ -269,6 +230,7 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
     }
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(health::readyz::<S>))
         .merge(api)
         .fallback(|request: Request| async move {
             Failure::no_route(request.uri().path()).into_response()
@@ -276,6 +238,11 @@ pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) 
         .method_not_allowed_fallback(|request: Request| async move {
             Failure::method_not_allowed(request.method().as_str()).into_response()
         })
+        // Inside authentication: an unauthenticated client takes no write's turn.
+        .layer(middleware::from_fn_with_state(
+            inflight::WriteLimit::new(state.config.max_writes_in_flight, state.config.write_wait),
+            inflight::limit_writes,
+        ))
         // Authentication wraps routing, so an unauthenticated client gets 401 for every path
         // and cannot probe which paths exist.
         .layer(middleware::from_fn_with_state(token, auth::require_token))

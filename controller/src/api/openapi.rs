@@ -71,6 +71,17 @@ fn build() -> Value {
         }}),
     );
     paths.insert(
+        "/readyz".to_owned(),
+        json!({"get": {
+            "summary": "Readiness check (the store can read and write); needs no token.",
+            "security": [],
+            "responses": {
+                "200": {"description": "ok", "content": {"text/plain": {}}},
+                "503": {"description": "not ready, and why", "content": {"text/plain": {}}},
+            },
+        }}),
+    );
+    paths.insert(
         "/openapi.json".to_owned(),
         json!({"get": {
             "summary": "This document.",

@@ -7,6 +7,7 @@ use axum::response::Response;
 use rouse_shared::store::{ObjectKey, Store, StoreError, StoreObject};
 use serde_json::{Value, json};
 
+use super::bounds::{apply_json_patch, check_object_size};
 use super::check::{check_patch_identity, resource_version, to_object};
 use super::merge::diff;
 use super::update::{PATCH_ATTEMPTS, Part, kept_changing, patch_object};
@@ -64,9 +65,8 @@ pub(super) async fn json_patch_object<K: StoreObject, S: Store<K>>(
         let current: K = state.store.get(key).await.map_err(fail)?;
         let current = to_object(&current)?;
         let mut patched = Value::Object(current.clone());
-        json_patch::patch(&mut patched, ops).map_err(|e| {
-            Failure::invalid_patch(format!("the JSON patch cannot be applied: {e}"))
-        })?;
+        apply_json_patch(&mut patched, ops, &state.config)?;
+        check_object_size(kind, &key.name, &patched, &state.config)?;
         let Value::Object(patched) = patched else {
             return Err(Failure::invalid_patch(
                 "the JSON patch must leave an object",

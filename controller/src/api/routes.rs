@@ -1,4 +1,4 @@
-//! The read, create and delete routes: list, get, create, delete, plus the query-parameter
+//! The read and create routes: list, get and create, plus the query-parameter
 //! helpers every route uses. Each handler resolves the URL's plural to a [`Kind`] and runs a
 //! generic function for that kind's type.
 
@@ -11,9 +11,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use kube::ResourceExt;
-use rouse_shared::store::{
-    DeleteParams, Deletion, ListParams, ObjectKey, Propagation, Store, StoreObject,
-};
+use rouse_shared::store::{ListParams, ObjectKey, Store, StoreObject};
 use serde_json::{Value, json};
 
 use super::body::{JSON, read_json};
@@ -75,15 +73,15 @@ pub(super) async fn list<S: ApiStore>(
         namespace,
         selector,
     };
-    if let Some(version) = q.get("resourceVersion")
-        && !version.is_empty()
-        && version.parse::<u64>().is_err()
-    {
-        return Err(Failure::bad_request(format!(
-            "invalid resourceVersion {version:?}: it must be a number as the server gave it"
-        )));
-    }
     if flag(&q, "watch")? {
+        if let Some(version) = q.get("resourceVersion")
+            && !version.is_empty()
+            && version.parse::<u64>().is_err()
+        {
+            return Err(Failure::bad_request(format!(
+                "invalid resourceVersion {version:?}: it must be a number as the server gave it"
+            )));
+        }
         let request = watch::WatchRequest {
             kind,
             params,
@@ -96,10 +94,11 @@ pub(super) async fn list<S: ApiStore>(
         };
         return watch::watch(state, request).await;
     }
+    let freshness = super::freshness::Freshness::from_query(&q)?;
     let paging = super::page::Paging::from_query(&q)?;
     dispatch!(
         kind,
-        list_objects(&state, kind, &params, &fields, &paging, &accept)
+        list_objects(&state, kind, &params, &fields, &paging, freshness, &accept)
     )
 }
 
@@ -109,13 +108,10 @@ async fn list_objects<K: StoreObject, S: Store<K>>(
     params: &ListParams,
     fields: &FieldSelector,
     paging: &super::page::Paging,
+    freshness: super::freshness::Freshness,
     accept: &super::table::Accept,
 ) -> Reply<Response> {
-    let list = state
-        .store
-        .list(params)
-        .await
-        .map_err(|e| Failure::from_store(kind, &e))?;
+    let list = super::freshness::list_fresh(&state.store, kind, params, freshness).await?;
     let items: Vec<&K> = list
         .items
         .iter()
@@ -207,6 +203,7 @@ async fn create_object<K: StoreObject, S: Store<K>>(
     value: Value,
     dry_run: bool,
 ) -> Reply<Response> {
+    super::bounds::check_object_size(kind, &object_name(&value), &value, &state.config)?;
     let object: K = validated(kind, value)?;
     if dry_run {
         // dryRun=All: what would be created, never stored.
@@ -218,109 +215,4 @@ async fn create_object<K: StoreObject, S: Store<K>>(
         .await
         .map_err(|e| Failure::from_store(kind, &e))?;
     Ok((StatusCode::CREATED, Json(created)).into_response())
-}
-
-/// `DELETE .../{name}`: delete, with `?propagationPolicy=` or a `DeleteOptions` body
-/// (`preconditions`, `propagationPolicy`, `gracePeriodSeconds`, `dryRun`).
-pub(super) async fn delete<S: ApiStore>(
-    State(state): State<ApiState<S>>,
-    Named { kind, key }: Named,
-    q: QueryParams,
-    headers: HeaderMap,
-    body: Body,
-) -> Reply<Response> {
-    let q = query(q)?;
-    let (_, bytes) = super::body::read_body(&headers, body, &state.config, JSON).await?;
-    let options = if bytes.iter().all(u8::is_ascii_whitespace) {
-        Value::Null
-    } else {
-        super::body::parse_object(&bytes)?
-    };
-    let text = |field: &str| -> Option<String> {
-        q.get(field).cloned().or_else(|| {
-            options
-                .get(field)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-    };
-    let propagation = match text("propagationPolicy").as_deref() {
-        None | Some("") => None,
-        Some("Background") => Some(Propagation::Background),
-        Some("Foreground") => Some(Propagation::Foreground),
-        Some("Orphan") => Some(Propagation::Orphan),
-        Some(other) => {
-            return Err(Failure::bad_request(format!(
-                "propagationPolicy must be Background, Foreground or Orphan, got {other:?}"
-            )));
-        }
-    };
-    if let Some(grace) = options.get("gracePeriodSeconds")
-        && !grace.is_null()
-        && grace.as_i64().is_none_or(|g| g < 0)
-    {
-        return Err(Failure::bad_request(
-            "gracePeriodSeconds must be a non-negative integer",
-        ));
-    }
-    // Standalone workloads stop on delete at once; a grace period has nothing to wait for.
-    let dry_run = match (q.get("dryRun"), options.get("dryRun")) {
-        (Some(v), _) => v == "All",
-        (None, Some(Value::Array(values))) => values.iter().any(|v| v == "All"),
-        _ => false,
-    };
-    let params = DeleteParams {
-        propagation,
-        uid: options
-            .pointer("/preconditions/uid")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        resource_version: options
-            .pointer("/preconditions/resourceVersion")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-    };
-    dispatch!(kind, delete_object(&state, kind, &key, &params, dry_run))
-}
-
-async fn delete_object<K: StoreObject, S: Store<K>>(
-    state: &ApiState<S>,
-    kind: Kind,
-    key: &ObjectKey,
-    params: &DeleteParams,
-    dry_run: bool,
-) -> Reply<Response> {
-    if dry_run {
-        let object: K = state
-            .store
-            .get(key)
-            .await
-            .map_err(|e| Failure::from_store(kind, &e))?;
-        let uid = object.meta().uid.as_deref();
-        let version = object.meta().resource_version.as_deref();
-        if params.uid.as_deref().is_some_and(|u| Some(u) != uid)
-            || params
-                .resource_version
-                .as_deref()
-                .is_some_and(|v| Some(v) != version)
-        {
-            return Err(Failure::conflict(
-                Subject {
-                    kind,
-                    name: &key.name,
-                },
-                "the preconditions do not match the stored object",
-            ));
-        }
-        return Ok((StatusCode::OK, Json(object)).into_response());
-    }
-    let deletion: Deletion<K> = state
-        .store
-        .delete(key, params)
-        .await
-        .map_err(|e| Failure::from_store(kind, &e))?;
-    Ok(match deletion {
-        Deletion::Deleted(object) => (StatusCode::OK, Json(object)).into_response(),
-        Deletion::Pending(object) => (StatusCode::ACCEPTED, Json(object)).into_response(),
-    })
 }

@@ -49,9 +49,7 @@ pub(super) async fn update<S: ApiStore>(
     let sent = match media.as_str() {
         "application/json-patch+json" => {
             let ops = super::patch::parse_json_patch(&bytes)?;
-            json_patch::patch(&mut wanted, &ops).map_err(|e| {
-                Failure::invalid_patch(format!("the JSON patch cannot be applied: {e}"))
-            })?;
+            super::bounds::apply_json_patch(&mut wanted, &ops, &state.config)?;
             Value::Null
         }
         "application/apply-patch+yaml" => {

@@ -161,6 +161,23 @@ impl Failure {
         )
     }
 
+    /// 413 for a request that would build more than a limit allows (a JSON patch's
+    /// operations, the object a write leaves).
+    pub fn too_large_message(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            message,
+        )
+    }
+
+    /// 429: too many requests of this sort in progress; retry after a second.
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        let mut failure = Self::new(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", message);
+        failure.details = Some(json!({"retryAfterSeconds": 1}));
+        failure
+    }
+
     /// 415: the body's content type is not one the route reads.
     pub fn unsupported_media_type(got: &str, accepted: &[&str]) -> Self {
         Self::new(
@@ -223,6 +240,49 @@ impl Failure {
         failure
     }
 
+    /// 504 `Timeout` for an exact list at a version the store has not reached, answered at
+    /// once as etcd answers a future revision (no retry advice).
+    pub fn too_large_resource_version_now(asked: u64, current: u64) -> Self {
+        let mut failure = Self::too_large_resource_version(format!(
+            "Too large resource version: {asked}, current: {current}"
+        ));
+        if let Some(details) = failure.details.as_mut().and_then(Value::as_object_mut) {
+            details.remove("retryAfterSeconds");
+        }
+        failure
+    }
+
+    /// 422 for request options kube-apiserver refuses (`what` is e.g. `ListOptions`);
+    /// `causes` are `(field, message)` pairs whose message starts with the error type
+    /// (`Forbidden: ...`, `Unsupported value: ...`).
+    pub fn invalid_options(what: &str, causes: &[(String, String)]) -> Self {
+        let listed: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let message = format!(
+            "{what}.meta.k8s.io \"\" is invalid: {}",
+            if listed.len() == 1 {
+                listed[0].clone()
+            } else {
+                format!("[{}]", listed.join(", "))
+            }
+        );
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|(field, message)| {
+                let reason = if message.starts_with("Forbidden") {
+                    "FieldValueForbidden"
+                } else if message.starts_with("Unsupported value") {
+                    "FieldValueNotSupported"
+                } else {
+                    "FieldValueInvalid"
+                };
+                json!({"reason": reason, "message": message, "field": field})
+            })
+            .collect();
+        let mut failure = Self::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message);
+        failure.details = Some(json!({"group": "meta.k8s.io", "kind": what, "causes": causes}));
+        failure
+    }
+
     /// The failure a store error stands for.
     pub fn from_store(kind: Kind, err: &StoreError) -> Self {
         match err {
@@ -278,7 +338,19 @@ impl Failure {
 
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
+        // As kube-apiserver: retry advice in the status is also a `Retry-After` header.
+        let retry = self
+            .details
+            .as_ref()
+            .and_then(|d| d.get("retryAfterSeconds"))
+            .and_then(Value::as_u64)
+            .filter(|s| *s > 0);
         let mut response = (self.code, axum::Json(self.to_json())).into_response();
+        if let Some(seconds) = retry
+            && let Ok(value) = HeaderValue::from_str(&seconds.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
         if self.code == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()

@@ -1,6 +1,7 @@
 //! In-process tests of the REST API: a real listener on 127.0.0.1:0, a real HTTP client and
 //! an in-memory store.
 
+mod abuse;
 mod client;
 mod kube_client;
 mod kube_compat;
@@ -42,9 +43,13 @@ impl Server {
 
 impl Server<EmbeddedStore> {
     async fn embedded() -> Server<EmbeddedStore> {
+        Self::embedded_with(|_| {}).await
+    }
+
+    async fn embedded_with(tune: impl FnOnce(&mut ApiConfig)) -> Server<EmbeddedStore> {
         let data = tempfile::tempdir().expect("tempdir");
         let store = EmbeddedStore::open(&data.path().join("store.redb")).expect("open store");
-        Server::serve(store, data, |_| {}).await
+        Server::serve(store, data, tune).await
     }
 }
 

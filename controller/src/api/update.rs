@@ -11,6 +11,7 @@ use rouse_shared::store::{ObjectKey, Patch, Store, StoreError, StoreObject};
 use serde_json::{Map, Value, json};
 
 use super::body::{ANY_PATCH, JSON, parse_object, read_body, read_json};
+use super::bounds::check_object_size;
 use super::check::{check_patch_identity, prepare, resource_version, to_object, validated};
 use super::merge::{diff, merge_patch};
 use super::patch::json_patch_object;
@@ -61,6 +62,7 @@ async fn replace_object<K: StoreObject, S: Store<K>>(
         let current: K = state.store.get(key).await.map_err(fail)?;
         let current = to_object(&current)?;
         let target = replaced(&current, &desired);
+        check_object_size(kind, &key.name, &target, &state.config)?;
         if dry_run {
             // dryRun=All: the object the replace would store, checked, never written.
             if let Some(version) = &wanted_version
@@ -325,6 +327,7 @@ pub(super) async fn patch_object<K: StoreObject, S: Store<K>>(
         let current = Value::Object(to_object(&current)?);
         let mut patched = current.clone();
         merge_patch(&mut patched, &patch);
+        check_object_size(kind, &key.name, &patched, &state.config)?;
         if patched.pointer("/metadata/uid") != current.pointer("/metadata/uid") {
             let was = current
                 .pointer("/metadata/uid")

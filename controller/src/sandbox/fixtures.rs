@@ -205,6 +205,7 @@ impl Workload {
             terminating: false,
             scheduled: None,
             template_hash: None,
+            back_off: None,
         }
     }
 

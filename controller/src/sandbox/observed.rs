@@ -93,6 +93,9 @@ pub struct Workload {
     pub scheduled: Option<Condition>,
     /// The pod template hash it was made from (`None` for a workload that carries none).
     pub template_hash: Option<String>,
+    /// While it waits to be started again after exits, why and until when (a container's
+    /// `waiting` state: `CrashLoopBackOff: back-off 4s ...`); the `Ready` message carries it.
+    pub back_off: Option<String>,
 }
 
 /// Whose a workload is.

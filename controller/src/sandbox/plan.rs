@@ -217,6 +217,13 @@ pub fn plan(sandbox: &Sandbox, observed: &Observed, now: Timestamp) -> Plan {
     if let Some((why, message)) = waiting {
         wants[0] = Want::new(condition::READY, FALSE, why, message.clone());
     }
+    // A workload waiting to be started again after exits says so, with its restarts and the
+    // next try (on Kubernetes its pod shows that; standalone mode has no pod to look at).
+    if let Some(back_off) = ours.and_then(|w| w.back_off.as_deref())
+        && wants[0].reason == reason::DEPENDENCIES_NOT_READY
+    {
+        wants[0].message = format!("{}; {back_off}", wants[0].message);
+    }
     wants.extend(report::pod_scheduled(&decided));
     if let Some(checkpoint) = &observed.checkpoint {
         status.conditions.push(checkpoint.clone());

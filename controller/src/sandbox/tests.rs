@@ -878,3 +878,34 @@ fn a_sandbox_restored_from_a_snapshot_waits_for_it() {
         },
     ]);
 }
+
+#[test]
+fn a_workload_waiting_to_restart_says_why_in_the_ready_message() {
+    let sandbox = Sandbox::test("alice");
+    let ready = |observed: &Observed| {
+        plan(&sandbox, observed, now())
+            .status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .expect("a Ready condition")
+    };
+    let back_off = "CrashLoopBackOff: back-off 4s restarting the exited workload (restarts: 5, last exit code 3); next start at 2026-01-01T10:00:02.250Z";
+    let mut looping = Workload::pending("alice");
+    looping.back_off = Some(back_off.to_owned());
+    let waiting = ready(&Observed::nothing().workload(looping.clone()));
+    // The reason stays upstream's; the message carries the restarts and the next try.
+    assert_eq!(waiting.reason, "DependenciesNotReady");
+    assert!(waiting.message.ends_with(back_off), "{}", waiting.message);
+    // Suspended, it is not about to restart whatever the workload said last.
+    let suspended = plan(
+        &sandbox.clone().suspended(),
+        &Observed::nothing().workload(looping),
+        now(),
+    );
+    assert!(
+        !format!("{:?}", suspended.status.conditions).contains("CrashLoopBackOff"),
+        "{:?}",
+        suspended.status.conditions
+    );
+}

@@ -11,6 +11,7 @@
 mod direct;
 mod feed;
 mod restore;
+mod stale;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -30,6 +31,7 @@ use crate::queue::{Outcome, Queue, RetryBackoff};
 use crate::sandbox::{EventKind, LifecycleEvent, ReconcileError, reconcile_sandbox};
 pub use direct::{DirectWake, DirectWaker};
 use feed::Feed;
+pub use stale::mark_not_ready;
 
 /// When a sandbox claimed by a direct wake is looked at again if the claim's end (which
 /// notifies the driver) was missed.

@@ -67,13 +67,16 @@ fn key(name: &str) -> ObjectKey {
 struct Env {
     dir: tempfile::TempDir,
     store: EmbeddedStore,
+    /// The platform's settings (the runsc the gvisor tests use).
+    config: LocalConfig,
 }
 
 impl Env {
     fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = EmbeddedStore::open(&dir.path().join(STORE_FILE_NAME)).expect("store");
-        Self { dir, store }
+        let config = LocalConfig::new(dir.path());
+        Self { dir, store, config }
     }
 
     fn data(&self) -> &Path {
@@ -82,7 +85,7 @@ impl Env {
 
     /// Starts a driver on a fresh platform over the data directory.
     fn start(&self) -> Driver {
-        let platform = LocalPlatform::new(LocalConfig::new(self.data())).expect("platform");
+        let platform = LocalPlatform::new(self.config.clone()).expect("platform");
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run_with(
             self.store.clone(),
@@ -170,11 +173,29 @@ fn endpoint_port(sandbox: &Sandbox) -> u16 {
     u16::try_from(port.port).expect("port number")
 }
 
+/// Where the proxy would dial container port 8080: the endpoint's address and port.
+fn endpoint_addr(sandbox: &Sandbox) -> std::net::SocketAddr {
+    let endpoint = sandbox
+        .status
+        .as_ref()
+        .and_then(|s| s.endpoint.as_ref())
+        .expect("endpoint");
+    let port = endpoint
+        .ports
+        .iter()
+        .find(|p| p.container_port == 8080)
+        .expect("port 8080 mapped");
+    let ip: std::net::IpAddr = endpoint.address.parse().expect("an IP address");
+    (ip, u16::try_from(port.port).expect("port number")).into()
+}
+
 async fn get(port: u16, path: &str) -> Option<String> {
+    get_at((std::net::Ipv4Addr::LOCALHOST, port).into(), path).await
+}
+
+async fn get_at(addr: std::net::SocketAddr, path: &str) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
     let request = format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut response = String::new();
@@ -241,7 +262,7 @@ async fn create_suspend_resume_and_delete() {
 
     env.set_mode("web", OperatingMode::Running).await;
     let resumed = env.wait("web", "Ready=True again", is_ready).await;
-    let body = get(endpoint_port(&resumed), "/starts.txt")
+    let body = get_at(endpoint_addr(&resumed), "/starts.txt")
         .await
         .expect("served");
     assert_eq!(
@@ -379,23 +400,24 @@ async fn a_new_platform_kills_process_groups_left_by_a_crash() {
 
 #[tokio::test]
 async fn gvisor_sandbox_runs_suspends_and_resumes_with_its_volume() {
-    let env = Env::new();
-    let layout = crate::platform::local::Layout::new(env.data());
-    if let Err(error) = crate::platform::local::Runsc::locate(Path::new("runsc"), &layout) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run the gvisor tests, but: {error}"
-        );
-        eprintln!("skipping the gvisor driver test: {error}");
+    let Some(runsc) = rouse_testsupport::gvisor::available("the gvisor driver test") else {
         return;
-    }
+    };
+    let mut env = Env::new();
+    env.config.runsc = runsc;
     let driver = env.start();
-    let mut boxed = sandbox("gv", &format!("echo start >> /data/starts.txt; {SERVE}"));
+    // As in a pod: it listens on its container port on every address of its own namespace.
+    let mut boxed = sandbox(
+        "gv",
+        "echo start >> /data/starts.txt; exec python3 -m http.server 8080",
+    );
     boxed.spec.pod_template.spec.runtime_class_name = Some("gvisor".into());
     let _: Sandbox = env.store.create(&boxed).await.expect("create");
     let ready = env.wait("gv", "Ready=True under gvisor", is_ready).await;
     assert_eq!(
-        get(endpoint_port(&ready), "/starts.txt").await.as_deref(),
+        get_at(endpoint_addr(&ready), "/starts.txt")
+            .await
+            .as_deref(),
         Some("start")
     );
 
@@ -406,7 +428,7 @@ async fn gvisor_sandbox_runs_suspends_and_resumes_with_its_volume() {
     .await;
     env.set_mode("gv", OperatingMode::Running).await;
     let resumed = env.wait("gv", "Ready=True again", is_ready).await;
-    let body = get(endpoint_port(&resumed), "/starts.txt")
+    let body = get_at(endpoint_addr(&resumed), "/starts.txt")
         .await
         .expect("served");
     assert_eq!(
@@ -415,4 +437,66 @@ async fn gvisor_sandbox_runs_suspends_and_resumes_with_its_volume() {
         "the volume survived the suspend: {body}"
     );
     driver.stop().await;
+}
+
+#[tokio::test]
+async fn a_restart_marks_the_last_runs_ready_sandboxes_not_ready() {
+    let env = Env::new();
+    let created: Sandbox = env
+        .store
+        .create(&sandbox("left", "exit 0"))
+        .await
+        .expect("create");
+    let key = ObjectKey::of(&created);
+    // What a previous run left: Ready with an endpoint nothing listens on.
+    let status = serde_json::json!({"status": {
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "DependenciesReady",
+             "message": "ready", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Suspended", "status": "False", "reason": "NotSuspended",
+             "message": "running", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ],
+        "endpoint": {"address": "127.0.0.1", "ports": [{"containerPort": 8080, "port": 41234}]},
+        "podIPs": ["127.0.0.1"],
+    }});
+    let _: Sandbox = env
+        .store
+        .patch_status(&key, &Patch::merge(status).expect("object"))
+        .await
+        .expect("status");
+    let quiet: Sandbox = env
+        .store
+        .create(&sandbox("never", "exit 0"))
+        .await
+        .expect("create");
+
+    assert_eq!(super::mark_not_ready(&env.store).await.expect("marked"), 1);
+    let left: Sandbox = env.store.get(&key).await.expect("get");
+    let status = left.status.expect("status");
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "DependenciesNotReady")
+    );
+    assert!(
+        status.endpoint.is_none() && status.pod_ips.is_empty(),
+        "{status:?}"
+    );
+    let suspended = status.conditions.iter().find(|c| c.type_ == "Suspended");
+    assert_eq!(
+        suspended.map(|c| c.status.as_str()),
+        Some("False"),
+        "others kept"
+    );
+    let untouched: Sandbox = env.store.get(&ObjectKey::of(&quiet)).await.expect("get");
+    assert_eq!(
+        untouched.metadata.resource_version,
+        quiet.metadata.resource_version
+    );
+    // Idempotent: nothing claims readiness any more.
+    assert_eq!(super::mark_not_ready(&env.store).await.expect("marked"), 0);
 }

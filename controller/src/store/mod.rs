@@ -4,7 +4,8 @@
 mod embedded;
 
 pub use embedded::{
-    EmbeddedStore, EmbeddedStoreConfig, OpenError, STORE_FILE_NAME, SequenceError, WriteSequence,
+    EmbeddedStore, EmbeddedStoreConfig, OpenError, STORE_FILE_NAME, SequenceError, StoreHealth,
+    WriteSequence,
 };
 
 #[cfg(test)]

@@ -109,7 +109,7 @@ pub fn bench_config(tcp_target: Option<&str>, admin: bool) -> anyhow::Result<Con
     let text = format!(
         "[http]\nlisten = \"127.0.0.1:0\"\n\
          [admin]\nlisten = \"{admin}\"\n\
-         [limits]\nmax_connections = 0\nidle_timeout = \"off\"\nheader_read_timeout = \"10m\"\n\
+         [limits]\nmax_connections = 0\nmax_connections_per_ip = 0\nidle_timeout = \"off\"\nheader_read_timeout = \"10m\"\n\
          [wake]\ndeadline = \"10m\"\nmax_held_per_sandbox = 1000000\nmax_held_total = 1000000\n\
          {tcp}"
     );

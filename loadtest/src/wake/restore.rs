@@ -8,7 +8,9 @@
 //!   through the proxy: `runsc run`, Python's start and the memory filled again.
 //!
 //! Each wake is connect → request → the first response byte through the proxy, with the
-//! sandbox suspended (and its checkpoint recorded) before. Needs runsc and root.
+//! sandbox suspended (and its checkpoint recorded) before. Each checkpoint's time and image
+//! size are read from its `Checkpointed` condition. Needs a current runsc (the pinned build
+//! of testsupport/gvisor/build.sh) and root.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -27,8 +29,8 @@ const WARM: &str = "restored";
 const COLD: &str = "cold";
 /// The port the workload listens on (in its own network namespace it is the container port).
 const PORT: u16 = 8000;
-/// Keep-alive HTTP/1.1 (a server that closes first leaves TIME_WAIT, which runsc cannot
-/// save) on `$BIND:$PORT`, after writing `$MIB` MiB of memory that is not all zero pages.
+/// Keep-alive HTTP/1.1 on `0.0.0.0:$PORT` (every address of the sandbox's own network
+/// namespace), after writing `$MIB` MiB of memory that is not all zero pages.
 const WORKLOAD: &str = r#"
 import http.server, os
 hold = bytearray(os.urandom(1 << 20)) * int(os.environ["MIB"])
@@ -41,7 +43,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b"ok")
     def log_message(self, *args):
         pass
-http.server.ThreadingHTTPServer((os.environ["BIND"], int(os.environ["PORT"])), H).serve_forever()
+http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), H).serve_forever()
 "#;
 
 /// What to run.
@@ -55,6 +57,13 @@ pub struct RestoreOptions {
     pub max_time: Duration,
     /// MiB of memory the workload writes.
     pub mib: usize,
+    /// The runsc to run (`rouse up` and the bare restore).
+    pub runsc: PathBuf,
+    /// Restore with `runsc restore --background` (`[runtime.gvisor] background_restore`).
+    pub background_restore: bool,
+    /// The data directory (and so the checkpoint images) on tmpfs (`/dev/shm`) instead of
+    /// the disk.
+    pub tmpfs: bool,
 }
 
 /// The three sides and the image's size.
@@ -68,6 +77,11 @@ pub struct RestoreReport {
     pub cold: Latencies,
     /// The checkpoint image's size.
     pub image_bytes: u64,
+    /// How long each `runsc checkpoint` of the warm sandbox took (its `Checkpointed`
+    /// condition).
+    pub checkpoints: Latencies,
+    /// The MiB the workload wrote.
+    pub mib: usize,
 }
 
 /// Runs the whole scenario.
@@ -75,9 +89,26 @@ pub fn run(options: &RestoreOptions) -> anyhow::Result<RestoreReport> {
     if !nix::unistd::geteuid().is_root() {
         bail!("the restore scenario needs root (network namespaces for checkpointable gVisor)");
     }
-    let data = tempfile::tempdir().context("temporary data directory")?;
+    let mut data = tempfile::Builder::new();
+    data.prefix("rouse-restore-");
+    let data = if options.tmpfs {
+        data.tempdir_in("/dev/shm")
+    } else {
+        data.tempdir()
+    }
+    .context("temporary data directory")?;
+    let runtime = format!(
+        "[runtime.gvisor]\nbackground_restore = {}\n",
+        options.background_restore
+    );
     // A checkpointed sandbox is never woken directly: the default wake path serves.
-    let mut rouse = RouseUp::start(&options.rouse, data.path(), true)?;
+    let mut rouse = RouseUp::start_with(
+        &options.rouse,
+        data.path(),
+        true,
+        &runtime,
+        Some(&options.runsc),
+    )?;
     let dir = data.path().join("data");
     let result = sides(&rouse, &dir, options).map_err(|error| {
         let log = |name: &str| {
@@ -126,7 +157,7 @@ fn sides(rouse: &RouseUp, data: &Path, options: &RestoreOptions) -> anyhow::Resu
     let cold_host = format!("{COLD}.default.sandbox.localhost");
     // A request first, so the proxy holds a pooled connection the suspend must reset.
     first_byte(rouse.proxy, &warm_host)?;
-    suspend(rouse, WARM, true)?;
+    let mut checkpoints = vec![suspend(rouse, WARM, true)?];
     let image = data.join("checkpoints/default").join(WARM).join("image");
     let bench = tempfile::tempdir().context("bare restore directory")?;
     let copy = bench.path().join("image");
@@ -149,7 +180,7 @@ fn sides(rouse: &RouseUp, data: &Path, options: &RestoreOptions) -> anyhow::Resu
     let started = Instant::now();
     while wake.len() < options.cycles && started.elapsed() < options.max_time {
         if !wake.is_empty() {
-            suspend(rouse, WARM, true)?;
+            checkpoints.push(suspend(rouse, WARM, true)?);
         }
         std::thread::sleep(SETTLE);
         let t = Instant::now();
@@ -180,17 +211,15 @@ fn sides(rouse: &RouseUp, data: &Path, options: &RestoreOptions) -> anyhow::Resu
             samples: cold,
         },
         image_bytes,
+        checkpoints: Latencies {
+            name: "runsc checkpoint (its Checkpointed condition)",
+            samples: checkpoints.into_iter().flatten().collect(),
+        },
+        mib: options.mib,
     })
 }
 
 fn create(rouse: &RouseUp, name: &str, strategy: &str, mib: usize) -> anyhow::Result<()> {
-    // In its own network namespace the workload listens on every address of it; with host
-    // networking on loopback only (the port's lease holds it there).
-    let bind = if strategy == "Checkpoint" {
-        "0.0.0.0"
-    } else {
-        "127.0.0.1"
-    };
     let sandbox = json!({
         "apiVersion": "agents.x-k8s.io/v1beta1",
         "kind": "Sandbox",
@@ -204,10 +233,7 @@ fn create(rouse: &RouseUp, name: &str, strategy: &str, mib: usize) -> anyhow::Re
                     "name": "app",
                     "image": "python:3",
                     "command": ["python3", "-c", WORKLOAD],
-                    "env": [
-                        {"name": "MIB", "value": mib.to_string()},
-                        {"name": "BIND", "value": bind},
-                    ],
+                    "env": [{"name": "MIB", "value": mib.to_string()}],
                     "ports": [{"containerPort": PORT}],
                 }],
             }},
@@ -220,8 +246,9 @@ fn create(rouse: &RouseUp, name: &str, strategy: &str, mib: usize) -> anyhow::Re
     Ok(())
 }
 
-/// Suspends `name` and waits until it is (and, when `checkpoint`, its image is recorded).
-fn suspend(rouse: &RouseUp, name: &str, checkpoint: bool) -> anyhow::Result<()> {
+/// Suspends `name` and waits until it is (and, when `checkpoint`, its image is recorded);
+/// how long the checkpoint took, as its condition says.
+fn suspend(rouse: &RouseUp, name: &str, checkpoint: bool) -> anyhow::Result<Option<Duration>> {
     let path = format!("/v1/namespaces/default/sandboxes/{name}");
     let patch = json!({"spec": {"operatingMode": "Suspended"}});
     let (code, body) = rouse.api("PATCH", &path, Some(&patch))?;
@@ -229,10 +256,24 @@ fn suspend(rouse: &RouseUp, name: &str, checkpoint: bool) -> anyhow::Result<()> 
         bail!("suspend {name} answered {code}: {body}");
     }
     rouse.wait_condition_of(name, "Suspended", "True")?;
-    if checkpoint {
-        rouse.wait_condition_of(name, "Checkpointed", "True")?;
+    if !checkpoint {
+        return Ok(None);
     }
-    Ok(())
+    rouse.wait_condition_of(name, "Checkpointed", "True")?;
+    let (_, sandbox) = rouse.api("GET", &path, None)?;
+    // "memory image of N bytes saved in M ms; restored on wake"
+    let message = sandbox["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Checkpointed"))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let ms = message
+        .split_once(" saved in ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .with_context(|| format!("no checkpoint time in {message:?}"))?;
+    Ok(Some(Duration::from_millis(ms)))
 }
 
 /// `runsc restore` of `image` in the suspended sandbox's own network namespace and bundle,
@@ -247,16 +288,13 @@ fn bare_restores(
         .context("the sandbox's network namespace index")?
         .trim()
         .parse()?;
-    let netns = format!("/run/netns/rouse-{index}");
     let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 234, 0, 0)) + index * 4 + 2);
     let bundle = data.join("run/bundles/default").join(WARM);
     std::fs::create_dir_all(root)?;
     let id = "rouse_bench_bare";
     // A management call: its failure shows in the next restore, which then never answers.
     let runsc = |args: &[&str]| {
-        let _ = Command::new("nsenter")
-            .arg(format!("--net={netns}"))
-            .arg("runsc")
+        let _ = Command::new(&options.runsc)
             .arg("--root")
             .arg(root)
             .args(args)
@@ -274,21 +312,20 @@ fn bare_restores(
             .args(["dev", &format!("rvs{index}")])
             .status();
         let t = Instant::now();
-        let mut child = Command::new("nsenter")
-            .arg(format!("--net={netns}"))
-            .args(["unshare", "-m", "--propagation", "private", "sh", "-c"])
-            .arg("mount -t tmpfs tmpfs /proc/sys/net/core && exec \"$0\" \"$@\"")
-            .arg("runsc")
-            .arg("--root")
-            .arg(root)
-            .args([
-                "--platform=ptrace",
-                "--network=sandbox",
-                "--overlay2=root:memory",
-                "--ignore-cgroups",
-                "restore",
-                "--image-path",
-            ])
+        // The same command line as Rouse's (the bundle names the network namespace).
+        let mut command = Command::new(&options.runsc);
+        command.arg("--root").arg(root).args([
+            "--platform=systrap",
+            "--network=sandbox",
+            "--overlay2=root:memory",
+            "--ignore-cgroups",
+            "restore",
+        ]);
+        if options.background_restore {
+            command.arg("--background");
+        }
+        let mut child = command
+            .arg("--image-path")
             .arg(image)
             .arg("--bundle")
             .arg(&bundle)
@@ -302,7 +339,6 @@ fn bare_restores(
         let result = answered(addr, t + DEADLINE);
         let took = t.elapsed();
         runsc(&["kill", "--all", id, "9"]);
-        // `runsc restore` itself (nsenter, unshare and sh exec into it).
         let _ = child.kill();
         let _ = child.wait();
         runsc(&["delete", "--force", id]);
@@ -341,10 +377,16 @@ fn answered(addr: SocketAddr, until: Instant) -> anyhow::Result<()> {
 /// Prints the three sides and the ratios the goal is stated in.
 pub fn print(report: &RestoreReport) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let image_mib = report.image_bytes as f64 / f64::from(1u32 << 20);
+    let per_gib = 1024.0 / report.mib.max(1) as f64;
     println!(
-        "image {:.1} MiB",
-        report.image_bytes as f64 / f64::from(1u32 << 20)
+        "image {image_mib:.1} MiB for {} MiB written: {:.2} GiB per GiB; checkpoint p50 {:.0} ms = {:.0} ms per GiB",
+        report.mib,
+        image_mib / 1024.0 * per_gib,
+        ms(report.checkpoints.quantile(0.5)),
+        ms(report.checkpoints.quantile(0.5)) * per_gib,
     );
+    println!("{}", report.checkpoints.row(42, 1));
     for side in [&report.bare, &report.wake, &report.cold] {
         println!("{}", side.row(42, 1));
     }

@@ -24,6 +24,18 @@ pub(super) struct RouseUp {
 impl RouseUp {
     /// Starts `rouse up` with its wake path (`[runtime] direct_wake`) on or off.
     pub(super) fn start(rouse: &Path, data: &Path, direct_wake: bool) -> anyhow::Result<RouseUp> {
+        Self::start_with(rouse, data, direct_wake, "", None)
+    }
+
+    /// [`RouseUp::start`] with more `[runtime]` keys (`runtime`, e.g. `"[runtime.gvisor]\n..."`
+    /// lines appended after the section) and the runsc it finds first on its `PATH`.
+    pub(super) fn start_with(
+        rouse: &Path,
+        data: &Path,
+        direct_wake: bool,
+        runtime: &str,
+        runsc: Option<&Path>,
+    ) -> anyhow::Result<RouseUp> {
         if !rouse.exists() {
             bail!(
                 "{} does not exist; build it first: cargo build --release -p rouse",
@@ -34,11 +46,15 @@ impl RouseUp {
         std::fs::write(
             &config,
             format!(
-                "[api]\nlisten = \"127.0.0.1:0\"\ntls = false\n[runtime]\ndirect_wake = {direct_wake}\n\
-                 [http]\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n"
+                "[api]\nlisten = \"127.0.0.1:0\"\ntls = false\n[http]\nlisten = \"127.0.0.1:0\"\n\
+                 [admin]\nlisten = \"127.0.0.1:0\"\n[runtime]\ndirect_wake = {direct_wake}\n{runtime}"
             ),
         )?;
-        let mut child = Command::new(rouse)
+        let mut command = Command::new(rouse);
+        if let Some(runsc) = runsc {
+            command.env("PATH", rouse_testsupport::gvisor::path_with(runsc));
+        }
+        let mut child = command
             .arg("up")
             .arg("--no-auth")
             .arg("--data-dir")

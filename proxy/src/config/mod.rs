@@ -219,6 +219,9 @@ pub struct LimitsConfig {
     /// Most client connections open at once; more are closed at accept. 0 = no limit.
     /// Default 10000.
     pub max_connections: usize,
+    /// Most client connections open at once from one client address (IPv6: one /64); more
+    /// are closed at accept. 0 = no limit. Default 1024.
+    pub max_connections_per_ip: usize,
     /// Most requests (L7) or connections (L4) per second from one client IP; 0 = off.
     /// Default 0.
     pub rate_limit_per_ip: u32,
@@ -232,6 +235,7 @@ impl Default for LimitsConfig {
             idle_timeout: Some(Duration::from_secs(300)),
             upgraded_idle_timeout: None,
             max_connections: 10_000,
+            max_connections_per_ip: 1024,
             rate_limit_per_ip: 0,
         }
     }

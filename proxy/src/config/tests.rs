@@ -57,6 +57,7 @@ max_header_bytes = 16384
 idle_timeout = "off"
 upgraded_idle_timeout = "1h"
 max_connections = 0
+max_connections_per_ip = 64
 rate_limit_per_ip = 100
 
 [activity]
@@ -87,6 +88,7 @@ reason = "disk full"
     assert_eq!(config.admin.listen, None);
     assert_eq!(config.wake.deadline, Duration::from_secs(90));
     assert_eq!(config.limits.idle_timeout, None);
+    assert_eq!(config.limits.max_connections_per_ip, 64);
     assert_eq!(
         config.limits.upgraded_idle_timeout,
         Some(Duration::from_secs(3600))

@@ -1,9 +1,10 @@
 //! [`CountingBody`]: a streamed body that counts its bytes as the sandbox's activity and keeps
-//! the request's [`ConnectionGuard`] alive until the body ends.
+//! the request's [`ConnectionGuard`] alive until the body ends; [`peek`] looks at a response
+//! body's first frame before its head goes to the client.
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
@@ -74,8 +75,82 @@ where
     }
 }
 
+/// The client's request body failed while it was sent to the sandbox (malformed chunked
+/// framing, a hang-up): marked so that the request's error is the client's (400), not the
+/// sandbox's.
+#[derive(Debug, thiserror::Error)]
+#[error("the client's request body failed: {0}")]
+pub(crate) struct ClientBodyError(#[source] pub(crate) hyper::Error);
+
+/// The client's body as sent upstream, its errors marked as the client's.
+pub(crate) type ClientBody =
+    http_body_util::combinators::MapErr<hyper::body::Incoming, fn(hyper::Error) -> ClientBodyError>;
+
 /// The body type sent upstream: the client's body, or nothing when a bodiless request is sent
 /// again (see `service::replayable`).
-pub(crate) type UpstreamBody = CountingBody<
-    http_body_util::Either<hyper::body::Incoming, http_body_util::Empty<bytes::Bytes>>,
->;
+pub(crate) type UpstreamBody =
+    CountingBody<http_body_util::Either<ClientBody, http_body_util::Empty<bytes::Bytes>>>;
+
+/// A body whose first frame (or end) was taken already by [`peek`]: given back first.
+pub(crate) struct Peeked<B: Body> {
+    /// `Some(Some(frame))`: a frame to give first; `Some(None)`: the body ended.
+    first: Option<Option<Frame<B::Data>>>,
+    inner: B,
+}
+
+/// Takes the first frame of `body` when it is there already, without waiting: an error then
+/// is one before any byte of the response went to the client.
+pub(crate) fn peek<B: Body + Unpin>(mut body: B) -> Result<Peeked<B>, B::Error> {
+    let mut cx = Context::from_waker(Waker::noop());
+    // A pending body keeps this waker only until the server polls it with its own.
+    let first = match Pin::new(&mut body).poll_frame(&mut cx) {
+        Poll::Ready(Some(Err(err))) => return Err(err),
+        Poll::Ready(Some(Ok(frame))) => Some(Some(frame)),
+        Poll::Ready(None) => Some(None),
+        Poll::Pending => None,
+    };
+    Ok(Peeked { first, inner: body })
+}
+
+impl<B> Body for Peeked<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(first.map(Ok));
+        }
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.first {
+            Some(first) => first.is_none(),
+            None => self.inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.first {
+            Some(None) => SizeHint::with_exact(0),
+            Some(Some(frame)) => {
+                // The inner body's hint no longer counts the frame taken out of it.
+                let taken = frame.data_ref().map_or(0, |data| data.len() as u64);
+                let inner = self.inner.size_hint();
+                let mut hint = SizeHint::new();
+                hint.set_lower(inner.lower().saturating_add(taken));
+                if let Some(upper) = inner.upper() {
+                    hint.set_upper(upper.saturating_add(taken));
+                }
+                hint
+            }
+            None => self.inner.size_hint(),
+        }
+    }
+}

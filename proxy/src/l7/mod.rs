@@ -5,6 +5,7 @@ pub(crate) mod body;
 pub(crate) mod client;
 mod conn_state;
 mod connect;
+mod failure;
 mod h2_upstream;
 mod handover;
 pub mod headers;
@@ -102,7 +103,15 @@ async fn serve<IO>(
         state.sticky.hold_release(permit);
     }
     let first_rate_checked = AtomicBool::new(handover.rate_checked);
+    // hyper's header timeout starts anew here; a connection that was read from before (the
+    // compact path, a TLS handshake) still has to send its first head by `head_by`.
+    let head_by = handover.head_by;
+    let head_arrived = head_by.map(|_| Arc::new(AtomicBool::new(false)));
+    let arrived = head_arrived.clone();
     let service = service_fn(move |req| {
+        if let Some(arrived) = &arrived {
+            arrived.store(true, Ordering::Relaxed);
+        }
         let conn = service::ConnInfo {
             state: Arc::clone(&state),
             rate_checked: first_rate_checked.swap(false, Ordering::Relaxed),
@@ -113,9 +122,15 @@ async fn serve<IO>(
     tokio::pin!(conn);
     // Polled only when the drain signal itself wakes the task, not on every socket event.
     let mut drained = crate::on_wake::OnWake::new(drain.cancelled_owned());
+    let head_late = head_deadline(head_by, head_arrived);
+    tokio::pin!(head_late);
     let result = tokio::select! {
         biased;
         result = conn.as_mut() => result,
+        () = &mut head_late, if head_by.is_some() => {
+            silent(peer);
+            return;
+        }
         () = &mut drained => {
             conn.as_mut().graceful_shutdown();
             tokio::select! {
@@ -129,6 +144,17 @@ async fn serve<IO>(
         metrics::counter!(m::DOWNSTREAM_ERRORS_TOTAL, "reason" => reason).increment(1);
         tracing::debug!(client.addr = %peer, error = %err, reason, "client connection ended with an error");
     }
+}
+
+/// Completes at `head_by` if the first request head has not arrived by then; never otherwise.
+async fn head_deadline(head_by: Option<tokio::time::Instant>, arrived: Option<Arc<AtomicBool>>) {
+    if let (Some(due), Some(arrived)) = (head_by, arrived) {
+        tokio::time::sleep_until(due).await;
+        if !arrived.load(Ordering::Relaxed) {
+            return;
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 /// A bounded label for why a client connection failed.
@@ -184,19 +210,19 @@ async fn serve_plain(
 ) {
     let config = router.config();
     let timeout = config.limits.header_read_timeout;
+    // The first head must be whole within the header timeout from accept, whatever reads it.
+    let head_by = tokio::time::Instant::now() + timeout;
     if !config.http.compact_hold {
         if crate::accept::first_byte(&stream, timeout).await {
+            let mut first = [0_u8; H2_PREFACE_START.len()];
+            let peeked = stream.peek(&mut first).await.unwrap_or(0);
+            let handover = Handover {
+                head_by: http1_head_by(&first[..peeked], head_by),
+                ..Handover::default()
+            };
             // Boxed, here and below: the full path's future is large, and a connection
             // waiting in the compact hold must not carry its size.
-            Box::pin(serve(
-                router,
-                client,
-                stream,
-                peer,
-                Scheme::Http,
-                Handover::default(),
-            ))
-            .await;
+            Box::pin(serve(router, client, stream, peer, Scheme::Http, handover)).await;
         } else {
             silent(peer);
         }
@@ -205,9 +231,15 @@ async fn serve_plain(
     let limit = park::HEAD_LIMIT.min(config.limits.max_header_bytes);
     let relay_on = config.http.relay;
     drop(config);
-    let (bytes, handover, complete) = match park::read_head(&stream, limit, timeout).await {
-        park::Head::Silent => return silent(peer),
-        park::Head::Partial(bytes) => (bytes, Handover::default(), false),
+    let (bytes, handover, complete) = match park::read_head(&stream, limit, head_by).await {
+        park::Head::Silent | park::Head::Late => return silent(peer),
+        park::Head::Partial(bytes) => {
+            let handover = Handover {
+                head_by: http1_head_by(&bytes, head_by),
+                ..Handover::default()
+            };
+            (bytes, handover, false)
+        }
         park::Head::Complete(mut bytes) => match park::park(&router, &stream, &mut bytes, peer)
             .await
         {
@@ -217,6 +249,7 @@ async fn serve_plain(
                 Handover {
                     rate_checked: true,
                     release,
+                    head_by: None,
                 },
                 true,
             ),
@@ -239,17 +272,21 @@ async fn serve_plain(
 }
 
 /// Serves an HTTP/1.1 connection after TLS (no `h2` negotiated): through the relay when it is
-/// on, else on the full path.
+/// on, else on the full path. Its first request head must be whole by `head_by`.
 pub(crate) async fn serve_http1_tls<IO>(
     router: Router,
     client: Arc<UpstreamClient>,
     io: IO,
     peer: SocketAddr,
+    head_by: tokio::time::Instant,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let handover = Handover {
+        head_by: Some(head_by),
+        ..Handover::default()
+    };
     if router.config().http.relay {
-        let handover = Handover::default();
         relay_then_full(
             router,
             client,
@@ -261,7 +298,7 @@ pub(crate) async fn serve_http1_tls<IO>(
         )
         .await;
     } else {
-        serve_http_connection(router, client, io, peer, Scheme::Https).await;
+        serve(router, client, io, peer, Scheme::Https, handover).await;
     }
 }
 
@@ -293,10 +330,20 @@ async fn relay_then_full<IO>(
     }
 }
 
-/// Counts a client that sent nothing within the header read timeout.
+/// Counts a client that sent no whole request head within the header read timeout.
 fn silent(peer: SocketAddr) {
     metrics::counter!(m::DOWNSTREAM_ERRORS_TOTAL, "reason" => "header_timeout").increment(1);
-    tracing::debug!(client.addr = %peer, "client sent nothing within the header timeout");
+    tracing::debug!(client.addr = %peer, "client sent no request head within the header timeout");
+}
+
+/// The start of the HTTP/2 connection preface (`PRI * HTTP/2.0`): h2c with prior knowledge.
+const H2_PREFACE_START: &[u8] = b"PRI ";
+
+/// When the first head of a connection whose first bytes are `first` must be whole: `by`
+/// for HTTP/1, none for HTTP/2 (hyper has no header timeout there, and an idle HTTP/2
+/// connection waiting for its first stream is ordinary).
+fn http1_head_by(first: &[u8], by: tokio::time::Instant) -> Option<tokio::time::Instant> {
+    (!first.starts_with(H2_PREFACE_START)).then_some(by)
 }
 
 /// A short `text/plain` response the proxy makes itself.

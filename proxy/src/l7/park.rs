@@ -14,14 +14,13 @@ use std::time::Duration;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::router_headers::RequestBound;
 use super::{response, service};
 use crate::error::ProxyError;
 use crate::kind::ConnKind;
 use crate::metrics as m;
-use crate::route::{RouteTarget, Router};
+use crate::route::{Place, RouteTarget, Router};
 
 /// Largest request head the compact path reads; a larger one takes the full path.
 pub(crate) const HEAD_LIMIT: usize = 4096;
@@ -45,24 +44,31 @@ const LINGER_BYTES: usize = 64 * 1024;
 pub(crate) enum Head {
     /// A whole HTTP/1 request head (and what followed it in the same reads).
     Complete(Vec<u8>),
-    /// Not a whole head within the limit (too large, malformed, HTTP/2, closed early, or
-    /// slow): the full path reads on from these bytes.
+    /// Not a whole head within the limit (too large, malformed, HTTP/2, closed early): the
+    /// full path reads on from these bytes.
     Partial(Vec<u8>),
+    /// Bytes, but no whole head by the deadline: the connection is closed, as hyper closes
+    /// one whose head times out (handing it over would restart the header timeout).
+    Late,
     /// Nothing within the header read timeout.
     Silent,
 }
 
 /// Reads the first request head of a connection into a buffer of at most `limit` bytes,
-/// within `timeout` from accept.
-pub(crate) async fn read_head(stream: &TcpStream, limit: usize, timeout: Duration) -> Head {
-    let deadline = tokio::time::Instant::now() + timeout;
+/// by `deadline` (the header read timeout from accept).
+pub(crate) async fn read_head(
+    stream: &TcpStream,
+    limit: usize,
+    deadline: tokio::time::Instant,
+) -> Head {
     let mut buf = vec![0_u8; limit.max(1)];
     let mut filled = 0;
     // Bounded: every round reads at least one byte or returns, and `buf` is finite.
     let outcome = loop {
         match tokio::time::timeout_at(deadline, stream.readable()).await {
             Err(_) if filled == 0 => return Head::Silent,
-            Err(_) | Ok(Err(_)) => break false,
+            Err(_) => return Head::Late,
+            Ok(Err(_)) => break false,
             Ok(Ok(())) => {}
         }
         match stream.try_read(&mut buf[filled..]) {
@@ -94,7 +100,7 @@ pub(crate) enum Parked {
     NotHeld,
     /// Held, and the sandbox is dialable now: serve it on the full path; its per-IP rate
     /// limit was counted already; it keeps its place in the release semaphore until dialled.
-    Ready(Option<OwnedSemaphorePermit>),
+    Ready(Option<Place>),
     /// Refused while held (deadline, drain, held limit, rate limit, deleted...).
     Refused(ProxyError),
     /// The client reset the connection while held.

@@ -11,14 +11,15 @@ use http::{Method, Request, Response, Version};
 use http_body_util::{BodyExt, Either};
 use hyper::body::Incoming;
 
-use super::body::{CountingBody, Direction};
+use super::body::{self, CountingBody, Direction};
 use super::client::{self, UpstreamClient};
 use super::conn_state::ConnState;
+use super::failure::{chain, classify, connection_lost};
 use super::h2_upstream;
 use super::headers::{self, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
 use super::response::{self, ProxyBody};
 use super::router_headers::{self, RequestBound};
-use super::sticky::{StickyError, StickyUpstream};
+use super::sticky::StickyUpstream;
 use super::{connect, upgrade};
 use crate::activity::ConnectionGuard;
 use crate::directory::SandboxKey;
@@ -132,7 +133,10 @@ async fn proxy(
         scheme.as_str(),
         Some(&host),
     );
-    if host_from_uri {
+    // The sandbox always gets the host the request was routed by: from the URI, or the one
+    // `Host`, which a `Connection` option naming it must not take away (HTTP/1.1 requires it,
+    // RFC 9112 §3.2; it is no hop-by-hop header).
+    if host_from_uri || !parts.headers.contains_key(header::HOST) {
         parts.headers.insert(header::HOST, host.clone());
     }
     if let Some(trailers) = h2 {
@@ -141,7 +145,7 @@ async fn proxy(
     let replay = (h2.is_none() && replayable(&parts.method, &body, upgrade.is_some()))
         .then(|| (parts.method.clone(), parts.headers.clone()));
     let body = CountingBody::new(
-        Either::Left(body),
+        Either::Left(body.map_err(body::ClientBodyError as fn(_) -> _)),
         Arc::clone(&guard),
         Direction::ToUpstream,
     );
@@ -150,7 +154,7 @@ async fn proxy(
         let pool = client.h2();
         let exchange = pool.send(router, &target, epoch, upstream_req);
         let upstream_resp = router_headers::bounded(&target.key, bound, exchange).await??;
-        return Ok(to_client(upstream_resp, guard));
+        return to_client(upstream_resp, guard, &target.key);
     }
     let exchange = send(router, client, sticky, &target, epoch, upstream_req);
     // Without a bound of its own the exchange is awaited here, not moved into `bounded`.
@@ -203,21 +207,27 @@ async fn proxy(
             .boxed();
         return Ok(Response::from_parts(parts, empty));
     }
-    Ok(to_client(upstream_resp, guard))
+    to_client(upstream_resp, guard, &target.key)
 }
 
 /// The sandbox's response as the client gets it: hop-by-hop headers removed, the body (and
-/// its trailers) streamed and counted.
+/// its trailers) streamed and counted. A body that failed already (a malformed chunk size
+/// right after the head) is a 502 naming why: nothing of the response went to the client.
 fn to_client(
     upstream_resp: Response<Incoming>,
     guard: Arc<ConnectionGuard>,
-) -> Response<ProxyBody> {
+    key: &SandboxKey,
+) -> Result<Response<ProxyBody>, ProxyError> {
     let (mut parts, body) = upstream_resp.into_parts();
+    let body = body::peek(body).map_err(|err| ProxyError::UpstreamProtocol {
+        key: key.clone(),
+        message: format!("the response body failed: {}", chain(&err)),
+    })?;
     headers::strip_hop_by_hop(&mut parts.headers, None);
     let body = CountingBody::new(body, guard, Direction::ToClient)
         .map_err(|err| Box::new(err) as Box<dyn StdError + Send + Sync>)
         .boxed();
-    Response::from_parts(parts, body)
+    Ok(Response::from_parts(parts, body))
 }
 
 /// The URI of a request sent upstream: origin-form on a sticky connection, else the pool's
@@ -285,7 +295,7 @@ pub fn target_of(
 ) -> Result<RouteTarget, ProxyError> {
     let config = router.config();
     if config.routing.upstream_headers
-        && let Some(id) = headers.get(&X_SANDBOX_ID)
+        && let Some(id) = single(headers, &X_SANDBOX_ID)?
     {
         let text = |name: &http::HeaderName, value: &HeaderValue| {
             value
@@ -295,7 +305,7 @@ pub fn target_of(
                 .map(str::to_owned)
         };
         let name = text(&X_SANDBOX_ID, id)?;
-        let namespace = match headers.get(&X_SANDBOX_NAMESPACE) {
+        let namespace = match single(headers, &X_SANDBOX_NAMESPACE)? {
             Some(v) => text(&X_SANDBOX_NAMESPACE, v)?,
             None if !config.routing.default_namespace.is_empty() => {
                 config.routing.default_namespace.clone()
@@ -310,7 +320,7 @@ pub fn target_of(
             rouse_shared::names::validate_dns1123_label(value)
                 .map_err(|err| ProxyError::BadRequest(format!("{header}: {err}")))?;
         }
-        let port = match headers.get(&X_SANDBOX_PORT) {
+        let port = match single(headers, &X_SANDBOX_PORT)? {
             Some(v) => Some(
                 text(&X_SANDBOX_PORT, v)?
                     .parse::<u16>()
@@ -332,7 +342,22 @@ pub fn target_of(
     router.resolve_host(host)
 }
 
-/// Finds the proxy's own error in a client error's source chain.
+/// The one value of router header `name`, if any. Two or more are a bad request, never a
+/// guess at which one routes (as for `Host`).
+fn single<'h>(
+    headers: &'h http::HeaderMap,
+    name: &http::HeaderName,
+) -> Result<Option<&'h HeaderValue>, ProxyError> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(ProxyError::BadRequest(format!(
+            "more than one {name} header"
+        )));
+    }
+    Ok(first)
+}
+
 /// Whether a request may be sent again after its upstream connection was lost: a safe method
 /// (RFC 9110 §9.2.1) with no body and no upgrade, so a second send cannot repeat an effect or
 /// need a body that was already consumed.
@@ -341,65 +366,6 @@ fn replayable(method: &Method, body: &Incoming, upgrade: bool) -> bool {
     !upgrade
         && body.is_end_stream()
         && matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
-}
-
-/// Whether the request failed because the upstream connection closed or reset before any
-/// response — not a connect error (those went through hold-and-wake already) and not a
-/// proxy decision.
-fn connection_lost(err: &(dyn StdError + 'static)) -> bool {
-    if let Some(pool) = err.downcast_ref::<hyper_util::client::legacy::Error>()
-        && pool.is_connect()
-    {
-        return false;
-    }
-    if let Some(StickyError::Connect(_)) = err.downcast_ref::<StickyError>() {
-        return false;
-    }
-    let mut source: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = source {
-        if e.downcast_ref::<ProxyError>().is_some() {
-            return false;
-        }
-        if let Some(hyper) = e.downcast_ref::<hyper::Error>()
-            && (hyper.is_incomplete_message() || hyper.is_canceled())
-        {
-            return true;
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
-            return matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe);
-        }
-        source = e.source();
-    }
-    false
-}
-
-fn classify(key: &SandboxKey, err: &(dyn StdError + 'static)) -> ProxyError {
-    if let Some(StickyError::Connect(proxy)) = err.downcast_ref::<StickyError>() {
-        return proxy.clone();
-    }
-    let mut source: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = source {
-        if let Some(proxy) = e.downcast_ref::<ProxyError>() {
-            return proxy.clone();
-        }
-        source = e.source();
-    }
-    ProxyError::UpstreamProtocol {
-        key: key.clone(),
-        message: chain(err),
-    }
-}
-
-fn chain(err: &dyn StdError) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
 }
 
 /// The position in `metrics::hot::REQUEST_CODE_LABELS` of a status code's bounded label:

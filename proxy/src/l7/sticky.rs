@@ -13,11 +13,10 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::client::UpstreamBody;
 use crate::error::ProxyError;
-use crate::route::{RouteTarget, Router};
+use crate::route::{Place, RouteTarget, Router};
 
 /// Why a request on the sticky connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +37,7 @@ pub(crate) struct StickyUpstream {
     conn: Mutex<Option<Upstream>>,
     /// A compactly held first request's place in its sandbox's release semaphore
     /// (`wake.release_concurrency`), kept until its upstream connection is dialled.
-    release: Mutex<Option<OwnedSemaphorePermit>>,
+    release: Mutex<Option<Place>>,
 }
 
 /// A failed exchange: the request back when it was never sent, else the error.
@@ -120,7 +119,7 @@ impl StickyUpstream {
     }
 
     /// Keeps `permit` for the next dial, which uses it (or until [`StickyUpstream::end_release`]).
-    pub(crate) fn hold_release(&self, permit: OwnedSemaphorePermit) {
+    pub(crate) fn hold_release(&self, permit: Place) {
         *self.release.lock().unwrap_or_else(|e| e.into_inner()) = Some(permit);
     }
 

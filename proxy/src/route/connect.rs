@@ -38,12 +38,32 @@ pub(super) struct Phases<'a> {
     /// A place in the sandbox's release semaphore the connection already has (a compactly
     /// held request handed over to the full path): its first dial uses it instead of taking
     /// a second one, which could wait forever while every place is kept so.
-    pub(super) place: Option<OwnedSemaphorePermit>,
+    pub(super) place: Option<Place>,
+}
+
+/// A held connection's place in its sandbox's release semaphore, kept from the end of its
+/// hold to its dial (a compactly held request is handed over in between), and when it
+/// arrived: its wake deadline still runs from then, and it still counts as one that waited
+/// (503 + `Retry-After` at the deadline, never the fast 502 of a ready sandbox's closed port).
+#[derive(Debug)]
+pub(crate) struct Place {
+    permit: OwnedSemaphorePermit,
+    arrived: tokio::time::Instant,
+}
+
+/// Where a dialable sandbox is dialled.
+#[derive(Debug, Clone)]
+struct DialTo {
+    address: String,
+    port: u16,
+    /// The sandbox is ready (`Running`), not starting: a refused dial means a closed port,
+    /// not a workload that does not listen yet.
+    ready: bool,
 }
 
 /// What a connection sees in its slot's state now: the machine's view of it and, when
 /// dialable, where to dial.
-fn look(state: &SlotState, port: Option<u16>) -> (Observed, Option<(String, u16)>) {
+fn look(state: &SlotState, port: Option<u16>) -> (Observed, Option<DialTo>) {
     match &state.route {
         RouteState::Missing => (Observed::Missing, None),
         RouteState::Failed { .. } => (Observed::Failed, None),
@@ -59,7 +79,11 @@ fn look(state: &SlotState, port: Option<u16>) -> (Observed, Option<(String, u16)
         } => match endpoint.dial_port(port) {
             Some(port) => (
                 Observed::Dialable { has_port: true },
-                Some((endpoint.address.clone(), port)),
+                Some(DialTo {
+                    address: endpoint.address.clone(),
+                    port,
+                    ready: matches!(state.route, RouteState::Running { .. }),
+                }),
             ),
             None => (Observed::Dialable { has_port: false }, None),
         },
@@ -70,7 +94,7 @@ fn look(state: &SlotState, port: Option<u16>) -> (Observed, Option<(String, u16)
 fn route_event(
     rx: &mut watch::Receiver<SlotState>,
     port: Option<u16>,
-    dial_to: &mut Option<(String, u16)>,
+    dial_to: &mut Option<DialTo>,
 ) -> HoldEvent {
     let (observed, to) = look(&rx.borrow_and_update(), port);
     *dial_to = to;
@@ -84,7 +108,7 @@ pub(super) enum Reached {
     Dialled(TcpStream, SocketAddr),
     /// Dialable (`Until::Dialable`); a held connection gets its place in the sandbox's release
     /// semaphore, to keep until its dial is done.
-    Dialable(Option<OwnedSemaphorePermit>),
+    Dialable(Option<Place>),
 }
 
 /// What the driver does once the sandbox is dialable.
@@ -127,15 +151,21 @@ pub(super) async fn drive(
 ) -> Result<Reached, ProxyError> {
     let wake = phases.wake;
     let mut place = phases.place.take();
+    // A compactly held request handed over: it waited already, and its deadline runs from
+    // its arrival, not from the hand-over.
+    let waited_before = place.is_some();
+    let arrived = place
+        .as_ref()
+        .map_or_else(tokio::time::Instant::now, |place| place.arrived);
     let key = &target.key;
     let started = Instant::now();
-    let deadline = tokio::time::Instant::now() + wake.deadline;
+    let deadline = arrived + wake.deadline;
     let mut rx = slot.state.subscribe();
     let mut held: Option<HeldGuard> = None;
     let mut backoff = wake.dial_backoff_initial;
     let mut attempt = HELD_DIAL_FIRST.min(wake.dial_timeout);
     let mut last_error: Option<(String, io::Error)> = None;
-    let mut dial_to: Option<(String, u16)> = None;
+    let mut dial_to: Option<DialTo> = None;
     let mut dialled: Option<(TcpStream, SocketAddr)> = None;
     let mut state = Hold::Arrived;
     let mut event = route_event(&mut rx, target.port, &mut dial_to);
@@ -205,10 +235,15 @@ pub(super) async fn drive(
                     };
                     metrics::histogram!(m::HOLD_DURATION_SECONDS)
                         .record(started.elapsed().as_secs_f64());
-                    return Ok(Reached::Dialable(Some(permit)));
+                    return Ok(Reached::Dialable(Some(Place { permit, arrived })));
                 }
                 HoldAction::Dial => {
-                    let Some((address, port)) = dial_to.clone() else {
+                    let Some(DialTo {
+                        address,
+                        port,
+                        ready,
+                    }) = dial_to.clone()
+                    else {
                         // `Dial` follows a dialable observation, which sets `dial_to`.
                         next_event = Some(HoldEvent::Deadline);
                         continue;
@@ -224,10 +259,12 @@ pub(super) async fn drive(
                     } else {
                         wake.dial_timeout
                     };
+                    // The first dial of a connection that never waited, to a ready sandbox.
+                    let first_to_ready = ready && held.is_none() && !waited_before;
                     let dialling = dial_held(
                         slot,
                         held.is_some(),
-                        place.take(),
+                        place.take().map(|place| place.permit),
                         deadline,
                         &address,
                         port,
@@ -245,7 +282,14 @@ pub(super) async fn drive(
                                     if err.kind() == io::ErrorKind::TimedOut {
                                         attempt = (attempt * 2).min(wake.dial_timeout);
                                     }
-                                    let retryable = is_dial_retryable(&err);
+                                    // A ready sandbox whose port refuses has it closed: a 502
+                                    // at once, as any proxy answers, not a wait for the wake
+                                    // deadline. Unless its route changed meanwhile (a suspend
+                                    // seen just now): then it is looked at again.
+                                    let closed_port = first_to_ready
+                                        && err.kind() == io::ErrorKind::ConnectionRefused
+                                        && !rx.has_changed().unwrap_or(true);
+                                    let retryable = is_dial_retryable(&err) && !closed_port;
                                     if retryable {
                                         tracing::trace!(sandbox.key = %key, error = %err, "dial failed; retrying");
                                         metrics::counter!(m::DIAL_RETRIES_TOTAL).increment(1);
@@ -298,6 +342,9 @@ pub(super) async fn drive(
                         // The driver is dropped when its client leaves; `Cancelled` only comes
                         // from the model tests.
                         Refusal::Deadline { waited: true } | Refusal::Cancelled => {
+                            deadline_error(None)
+                        }
+                        Refusal::Deadline { waited: false } if waited_before => {
                             deadline_error(None)
                         }
                         Refusal::Deadline { waited: false } | Refusal::Upstream => {

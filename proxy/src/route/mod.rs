@@ -17,6 +17,7 @@ use rouse_shared::names::{SandboxDomains, split_host_port};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub(crate) use self::connect::Place;
 pub use self::slot::RouteTarget;
 pub(crate) use self::slot::Slot;
 use self::table::RouteTable;
@@ -92,7 +93,12 @@ struct Inner {
     reloads: AtomicU64,
     draining: AtomicBool,
     quiescer: crate::quiesce::Quiescer,
+    /// What else `/readyz` asks (set once by the embedding, e.g. its store's health).
+    readiness: std::sync::OnceLock<ReadinessCheck>,
 }
+
+/// A readiness check `/readyz` asks besides the proxy's own: `Ok`, or why not ready.
+pub type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// The state every listener shares: routing table, wake gates, limits, activity and config.
 ///
@@ -133,8 +139,24 @@ impl Router {
                 reloads: AtomicU64::new(0),
                 draining: AtomicBool::new(false),
                 quiescer: crate::quiesce::Quiescer::default(),
+                readiness: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Adds `check` to what `/readyz` asks (once; a second call is ignored and returns
+    /// false): `rouse up` reports its store's health there.
+    pub fn set_readiness_check(&self, check: ReadinessCheck) -> bool {
+        self.inner.readiness.set(check).is_ok()
+    }
+
+    /// Why `/readyz` fails now, if it does: routes not synced, draining, or the embedding's
+    /// check.
+    pub fn not_ready(&self) -> Option<String> {
+        if !self.is_ready() {
+            return Some("routes not synced yet, or draining".to_owned());
+        }
+        self.inner.readiness.get().and_then(|check| check().err())
     }
 
     /// Resets and holds upstream connections around a checkpoint of a sandbox (see
@@ -242,12 +264,28 @@ impl Router {
             .map(|slot| slot.state.borrow().route.clone())
     }
 
-    /// Admits a new client connection unless the proxy is at `limits.max_connections`; the
-    /// returned value counts it until dropped.
-    pub fn admit(&self) -> Result<Admission, ProxyError> {
-        self.inner
-            .limits
-            .admit(self.snapshot().config.limits.max_connections)
+    /// Admits a new client connection from `ip` unless the proxy is at
+    /// `limits.max_connections` or the client's address at `limits.max_connections_per_ip`;
+    /// the returned value counts it until dropped.
+    pub fn admit(&self, ip: IpAddr) -> Result<Admission, ProxyError> {
+        let snapshot = self.snapshot();
+        let limits = &snapshot.config.limits;
+        let caps = crate::limits::Caps {
+            total: limits.max_connections,
+            per_client: limits.max_connections_per_ip,
+        };
+        self.inner.limits.admit(ip, caps)
+    }
+
+    /// Client addresses (IPv6: /64 networks) with a connection open now, while
+    /// `limits.max_connections_per_ip` counts them.
+    pub fn client_addresses(&self) -> usize {
+        self.inner.limits.client_addresses()
+    }
+
+    /// Client connections admitted and open now, over all listeners.
+    pub fn client_connections(&self) -> usize {
+        self.inner.limits.client_connections()
     }
 
     /// Counts one request (L7) or connection (L4) from `ip` against `limits.rate_limit_per_ip`.
@@ -381,7 +419,7 @@ impl Router {
     pub(crate) async fn connect_stream_in_place(
         &self,
         target: &RouteTarget,
-        place: Option<tokio::sync::OwnedSemaphorePermit>,
+        place: Option<Place>,
     ) -> Result<(tokio::net::TcpStream, SocketAddr, Arc<Slot>), ProxyError> {
         self.wait_synced().await;
         let slot = self
@@ -411,7 +449,7 @@ impl Router {
         &self,
         target: &RouteTarget,
         slot: &Arc<Slot>,
-        place: Option<tokio::sync::OwnedSemaphorePermit>,
+        place: Option<Place>,
     ) -> Result<(tokio::net::TcpStream, SocketAddr), ProxyError> {
         let config = self.config();
         let mut phases = self.phases(&config);
@@ -445,7 +483,7 @@ impl Router {
         &self,
         target: &RouteTarget,
         slot: &Arc<Slot>,
-    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ProxyError> {
+    ) -> Result<Option<Place>, ProxyError> {
         let config = self.config();
         let phases = self.phases(&config);
         match connect::drive(phases, target, slot, connect::Until::Dialable).await {

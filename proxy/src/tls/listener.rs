@@ -47,10 +47,11 @@ async fn handle(
     peer: SocketAddr,
     acceptor: Arc<TlsAcceptor>,
 ) {
-    // A client that never finishes the handshake must not hold a slot longer than one that
-    // never finishes its request head.
-    let timeout = router.config().limits.header_read_timeout;
-    let tls = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+    // The handshake and the first request head share the header read timeout from accept:
+    // a client that never finishes either must not hold a slot longer than one that never
+    // finishes its request head.
+    let head_by = tokio::time::Instant::now() + router.config().limits.header_read_timeout;
+    let tls = match tokio::time::timeout_at(head_by, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(err)) => {
             metrics::counter!(TLS_HANDSHAKE_ERRORS_TOTAL, "reason" => "tls").increment(1);
@@ -67,6 +68,6 @@ async fn handle(
     if tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice()) {
         serve_http_connection(router, client, tls, peer, Scheme::Https).await;
     } else {
-        crate::l7::serve_http1_tls(router, client, tls, peer).await;
+        crate::l7::serve_http1_tls(router, client, tls, peer, head_by).await;
     }
 }

@@ -172,3 +172,57 @@ async fn https_http1_keep_alive_requests_and_a_chunked_upload_share_one_connecti
     );
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_tls_handshake_and_the_first_head_share_the_header_timeout_from_accept() {
+    // `start` sets `limits.header_read_timeout = "5s"`.
+    const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wildcard = cert(dir.path(), "wildcard", &["*.default.sandbox.localhost"]);
+    let directory = rouse_proxy::StaticDirectory::new(&[]);
+    running(&directory, "ines", 80, http_backend().await);
+    let extra = format!(
+        "[https]\nlisten = \"127.0.0.1:0\"\n[[https.certificates]]\ncert = {:?}\nkey = {:?}\n",
+        wildcard.cert_path, wildcard.key_path
+    );
+    let proxy = start(&extra, &directory).await;
+    let addr = proxy.addrs().https.expect("https listener");
+    let config = client_config(&[&wildcard.der], &[b"http/1.1"]);
+
+    let started = tokio::time::Instant::now();
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    // The handshake late, then the head a byte at a time: a head timer that starts after
+    // the handshake would keep the connection open past the timeout from accept.
+    tokio::time::sleep(TIMEOUT * 3 / 5).await;
+    let name = ServerName::try_from(host("ines")).expect("name");
+    let mut tls = TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .expect("handshake within the timeout");
+    let head = format!("GET / HTTP/1.1\r\nHost: {}\r\nX-Pad: ", host("ines"));
+    let mut closed = None;
+    let mut byte = [0_u8; 64];
+    // Bounded: one byte per round, at most the head's length.
+    for b in head.as_bytes() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let written = async {
+            tls.write_all(&[*b]).await?;
+            tls.flush().await
+        };
+        if written.await.is_err() {
+            closed = Some(started.elapsed());
+            break;
+        }
+        let pace = std::time::Duration::from_millis(250);
+        if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(pace, tls.read(&mut byte)).await {
+            closed = Some(started.elapsed());
+            break;
+        }
+    }
+    let closed = closed.expect("the dripping TLS client is closed");
+    assert!(
+        closed >= TIMEOUT && closed < TIMEOUT * 7 / 5,
+        "closed after {closed:?}, the timeout is {TIMEOUT:?} from accept"
+    );
+    proxy.shutdown().await;
+}

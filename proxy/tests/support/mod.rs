@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod client;
 pub mod directory;
+pub mod scripted;
 pub mod store;
 
 use std::future::Future;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use rouse_controller::api::ApiConfig;
 use rouse_controller::platform::local::{
-    DEFAULT_PAGES_TO_SCAN, DEFAULT_SLEEP_MILLISECS, KsmConfig,
+    DEFAULT_PAGES_TO_SCAN, DEFAULT_SLEEP_MILLISECS, GvisorConfig, KsmConfig,
 };
 use serde::Deserialize;
 
@@ -57,20 +57,29 @@ pub struct RuntimeSection {
     /// The `runsc` binary for `runtimeClassName: gvisor`: a path, or a name looked up on
     /// `PATH`. Default `runsc`.
     pub runsc: PathBuf,
+    /// `[runtime.gvisor]`: how the gvisor runtime runs sandboxes (`platform = "systrap"` or
+    /// `"ptrace"`, `background_restore`).
+    pub gvisor: GvisorConfig,
     /// `[runtime.ksm]`: kernel same-page merging for `memorySharing: Merge` sandboxes.
     pub ksm: KsmSection,
     /// Wake-on-connect starts a suspended sandbox on the local runtime directly and writes
     /// the store behind it (docs/standalone.md, "Direct wake"). Default true; false wakes
     /// through the store only. Read at start.
     pub direct_wake: bool,
+    /// Each workload runs in a cgroup of its own where the host allows it, so every stop kills
+    /// all it started (docs/standalone-runtimes.md, "Stopping"). Default true; false keeps to
+    /// process groups and environment marks. Read at start.
+    pub cgroups: bool,
 }
 
 impl Default for RuntimeSection {
     fn default() -> Self {
         Self {
             runsc: PathBuf::from("runsc"),
+            gvisor: GvisorConfig::default(),
             ksm: KsmSection::default(),
             direct_wake: true,
+            cgroups: true,
         }
     }
 }
@@ -171,6 +180,9 @@ mod tests {
         assert!(config.runtime.direct_wake, "direct wake is on by default");
         let config = UpConfig::from_toml("[runtime]\ndirect_wake = false\n").expect("valid");
         assert!(!config.runtime.direct_wake);
+        assert!(config.runtime.cgroups, "cgroups are on by default");
+        let config = UpConfig::from_toml("[runtime]\ncgroups = false\n").expect("valid");
+        assert!(!config.runtime.cgroups);
         assert_eq!(config.runtime.ksm.pages_to_scan, DEFAULT_PAGES_TO_SCAN);
         assert_eq!(config.runtime.ksm.sleep_millisecs, DEFAULT_SLEEP_MILLISECS);
         assert_eq!(
@@ -203,6 +215,19 @@ mod tests {
             config.proxy.wake.deadline,
             std::time::Duration::from_secs(5)
         );
+    }
+
+    #[test]
+    fn the_gvisor_section_has_defaults_and_names_a_bad_platform() {
+        use rouse_controller::platform::local::GvisorPlatform;
+        let config = UpConfig::from_toml("").expect("defaults");
+        assert_eq!(config.runtime.gvisor.platform, GvisorPlatform::Systrap);
+        assert!(config.runtime.gvisor.background_restore);
+        let config =
+            UpConfig::from_toml("[runtime.gvisor]\nplatform = \"ptrace\"\n").expect("valid");
+        assert_eq!(config.runtime.gvisor.platform, GvisorPlatform::Ptrace);
+        let err = UpConfig::from_toml("[runtime.gvisor]\nplatform = \"kvm2\"\n").expect_err("bad");
+        assert!(format!("{err:#}").contains("platform"), "{err:#}");
     }
 
     #[test]

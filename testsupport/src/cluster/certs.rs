@@ -20,10 +20,19 @@ pub struct CertPaths {
     pub admin: (PathBuf, PathBuf),
     /// The service account token signing key (private) and its public key.
     pub service_account: (PathBuf, PathBuf),
+    /// A kubelet's client certificate (`system:node:NAME` in `system:nodes`), when asked for.
+    pub node: Option<(PathBuf, PathBuf)>,
 }
 
-/// Generates every certificate and key into `dir`.
+/// Generates every certificate and key into `dir`, the API server's for `127.0.0.1` and
+/// `localhost`.
 pub fn write(dir: &Path) -> Result<CertPaths> {
+    write_for(dir, &["127.0.0.1".to_owned(), "localhost".to_owned()], None)
+}
+
+/// [`write`] with the API server's names (IP addresses or DNS names) and, with `node`, a
+/// kubelet client certificate for that node name.
+pub fn write_for(dir: &Path, server_names: &[String], node: Option<&str>) -> Result<CertPaths> {
     let ca_key = KeyPair::generate().context("generate CA key")?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params
@@ -40,7 +49,7 @@ pub fn write(dir: &Path) -> Result<CertPaths> {
     let leaf =
         |name: &str, cn: &str, org: Option<&str>, server: bool| -> Result<(PathBuf, PathBuf)> {
             let sans = if server {
-                vec!["127.0.0.1".to_owned(), "localhost".to_owned()]
+                server_names.to_vec()
             } else {
                 Vec::new()
             };
@@ -79,10 +88,20 @@ pub fn write(dir: &Path) -> Result<CertPaths> {
     );
     std::fs::write(&service_account.0, sa_key.serialize_pem())?;
     std::fs::write(&service_account.1, sa_key.public_key_pem())?;
+    let node = match node {
+        Some(name) => Some(leaf(
+            "node",
+            &format!("system:node:{name}"),
+            Some("system:nodes"),
+            false,
+        )?),
+        None => None,
+    };
     Ok(CertPaths {
         ca,
         serving,
         admin,
         service_account,
+        node,
     })
 }

@@ -8,7 +8,7 @@
 //! status through the API server. See docs/testing.md.
 
 mod apply;
-mod certs;
+pub(crate) mod certs;
 mod kubelet;
 mod process;
 
@@ -60,12 +60,17 @@ pub fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("ROUSE_KUBE_BIN_DIR") {
         return dir.into();
     }
-    let cache = std::env::var_os("ROUSE_KUBE_CACHE")
+    cache_dir().join(format!("kube-{}", kube_version()))
+}
+
+/// The cache the build scripts fill: `$ROUSE_KUBE_CACHE`, else `$XDG_CACHE_HOME/rouse`, else
+/// `~/.cache/rouse`.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("ROUSE_KUBE_CACHE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| Path::new(&d).join("rouse")))
         .or_else(|| std::env::var_os("HOME").map(|d| Path::new(&d).join(".cache/rouse")))
-        .unwrap_or_else(|| PathBuf::from("/tmp/rouse-cache"));
-    cache.join(format!("kube-{}", kube_version()))
+        .unwrap_or_else(|| PathBuf::from("/tmp/rouse-cache"))
 }
 
 /// The programs a control plane runs.

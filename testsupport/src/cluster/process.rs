@@ -196,7 +196,12 @@ impl ControlPlane {
                 .arg(format!("--service-account-signing-key-file={sa_key}"))
                 .arg("--service-cluster-ip-range=10.96.0.0/16")
                 .arg("--allow-privileged=true")
-                .arg("--profiling=false"),
+                .arg("--profiling=false")
+                // Debian's etcd 3.4 lacks the progress notifications a streamed initial list
+                // needs, and with WatchList on, the API server turns every watch from
+                // resourceVersion "" or "0" into one and fails it: clients built with
+                // client-go (kwok, upstream's e2e framework) then never see a change.
+                .arg("--feature-gates=WatchList=false"),
         )?;
         let client = client_from(&plane.kubeconfig, None).await?;
         plane.wait_ready(&client).await?;
@@ -213,8 +218,14 @@ impl ControlPlane {
                     plane.kubeconfig.display()
                 ))
                 // Ownership GC and namespace deletion are what the tests need; serviceaccount
-                // creates the `default` account pods need; pvc-protection releases claims.
-                .arg("--controllers=garbagecollector,namespace,serviceaccount,pvc-protection")
+                // creates the `default` account pods need; pvc-protection releases claims;
+                // persistentvolume-binder binds claims to the volumes a provisioner makes
+                // (`crate::provisioner`) and releases them, pv-protection lets a released
+                // volume go.
+                .arg(
+                    "--controllers=garbagecollector,namespace,serviceaccount,pvc-protection,\
+                     persistentvolume-binder,pv-protection",
+                )
                 .arg("--leader-elect=false")
                 .arg("--bind-address=127.0.0.1")
                 .arg(format!("--secure-port={kcm_port}"))

@@ -171,6 +171,8 @@ pub(crate) fn workload(pod: &Pod, sandbox: &Sandbox) -> Workload {
         terminating: pod.meta().deletion_timestamp.is_some(),
         scheduled,
         template_hash: pod.annotations().get(POD_TEMPLATE_HASH).cloned(),
+        // The pod's own container statuses say it on Kubernetes.
+        back_off: None,
     }
 }
 

@@ -21,6 +21,15 @@ use crate::snapshot::{CheckpointOutcome, Quiesce};
 
 /// How long the sandbox may take to exit after its checkpoint was written.
 const EXIT_AFTER_CHECKPOINT: Duration = Duration::from_secs(10);
+/// How many times a refused checkpoint is tried before the workload is stopped the plain way
+/// (its memory then lost): a refusal can be passing (a connection still closing, a restore
+/// still loading memory in the background), a stop cannot be undone.
+const CHECKPOINT_ATTEMPTS: u32 = 4;
+/// The pause before the second attempt, doubled before each further one (0.25 + 0.5 + 1 s).
+const RETRY_PAUSE: Duration = Duration::from_millis(250);
+/// No attempt starts later than this after the first one: with runsc's own deadline per call
+/// (15 s), a suspend never takes longer than about 45 s.
+const RETRY_WINDOW: Duration = Duration::from_secs(30);
 
 /// The memory image directory of a sandbox.
 pub fn image_dir(layout: &Layout, key: &ObjectKey) -> PathBuf {
@@ -91,7 +100,7 @@ pub async fn suspend(
         tracing::warn!(sandbox.key = %key, "connections to the sandbox were still open; checkpointing anyway");
     }
     let started = Instant::now();
-    let result = runsc.checkpoint(key, &image).await;
+    let result = checkpoint_with_retries(runsc, key, &image, child).await;
     let took = started.elapsed();
     let outcome = match result {
         Ok(()) => {
@@ -111,12 +120,12 @@ pub async fn suspend(
             .write(&dir);
             Ok(status)
         }
-        Err(error) => {
-            tracing::warn!(sandbox.key = %key, %error, "checkpoint failed; stopping the workload");
+        Err(message) => {
+            tracing::warn!(sandbox.key = %key, error = %message, "checkpoint failed; stopping the workload");
             let _ = std::fs::remove_dir_all(&image);
             CheckpointOutcome::Failed {
                 at: Timestamp::now(),
-                message: error.to_string(),
+                message,
             }
             .write(&dir);
             Err(())
@@ -132,6 +141,56 @@ pub async fn suspend(
         runsc.delete(key).await;
     }
     outcome
+}
+
+/// `runsc checkpoint`, tried again while runsc refuses and the sandbox still runs, at most
+/// [`CHECKPOINT_ATTEMPTS`] times within [`RETRY_WINDOW`]. `Err` says how often it was tried,
+/// for how long, and runsc's last answer.
+async fn checkpoint_with_retries(
+    runsc: &Runsc,
+    key: &ObjectKey,
+    image: &Path,
+    child: &mut Child,
+) -> Result<(), String> {
+    let first = Instant::now();
+    let mut pause = RETRY_PAUSE;
+    let mut attempt = 1;
+    loop {
+        let error = match runsc.checkpoint(key, image, false).await {
+            Ok(()) => {
+                if attempt > 1 {
+                    tracing::info!(sandbox.key = %key, checkpoint.attempts = attempt, "checkpoint saved after a retry");
+                }
+                return Ok(());
+            }
+            Err(error) => error.to_string(),
+        };
+        let spent = first.elapsed();
+        let gone = !matches!(child.try_wait(), Ok(None)) || !runsc.running(key).await;
+        let tries = if attempt == 1 {
+            "once".to_owned()
+        } else {
+            format!("{attempt} times")
+        };
+        if gone {
+            return Err(format!(
+                "{error} (tried {tries} in {:.1} s; the sandbox ended)",
+                spent.as_secs_f64()
+            ));
+        }
+        if attempt >= CHECKPOINT_ATTEMPTS || spent + pause > RETRY_WINDOW {
+            return Err(format!(
+                "{error} (tried {tries} in {:.1} s)",
+                spent.as_secs_f64()
+            ));
+        }
+        metrics::counter!("rouse_controller_checkpoint_retries_total").increment(1);
+        tracing::info!(sandbox.key = %key, checkpoint.attempt = attempt, %error, "checkpoint refused; trying again");
+        let _ = std::fs::remove_dir_all(image);
+        tokio::time::sleep(pause).await;
+        pause *= 2;
+        attempt += 1;
+    }
 }
 
 /// The bytes of the files directly in `dir` (an image is a flat directory).

@@ -257,6 +257,7 @@ mod tests {
             restarts: 0,
             pgid: None,
             message: None,
+            back_off: None,
         }
     }
 

@@ -23,6 +23,19 @@ pub enum Error {
         /// How to install it.
         hint: &'static str,
     },
+    /// The runtime's program is there but cannot be used (too old, or the host lacks what it
+    /// needs).
+    #[error("runtime {runtime:?} cannot use {program}: {why}; {hint}")]
+    RuntimeUnusable {
+        /// The runtime class asked for.
+        runtime: &'static str,
+        /// The program found.
+        program: PathBuf,
+        /// What is wrong with it.
+        why: String,
+        /// What to do.
+        hint: &'static str,
+    },
     /// A directory or file under the data directory could not be prepared.
     #[error("preparing {path}: {source}")]
     DataDir {
@@ -52,6 +65,7 @@ impl Error {
         match self {
             Error::Unsupported(_) => "unsupported",
             Error::RuntimeMissing { .. } => "runtime_missing",
+            Error::RuntimeUnusable { .. } => "runtime_unusable",
             Error::DataDir { .. } => "data_dir",
             Error::Port(_) => "port",
             Error::Bundle(_) => "bundle",

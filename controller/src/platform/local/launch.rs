@@ -11,6 +11,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
+use super::contain::Boundary;
 use super::error::Error;
 use super::layout::ensure_parent;
 
@@ -35,26 +36,32 @@ pub struct Launch {
 }
 
 impl Launch {
-    /// Starts the program in a new process group with stdout and stderr appended to `log`,
-    /// marked with [`OWNER_ENV`]`=owner` (the data directory) before it runs, so a crash at any
-    /// moment of the start leaves no process the next start cannot find.
-    pub fn spawn(&self, log: &Path, owner: &Path) -> std::io::Result<Child> {
+    /// Starts the program in a new process group inside `boundary` (its cgroup, or its
+    /// environment marks: [`OWNER_ENV`] and the workload's own, set before it runs, so a crash
+    /// at any moment of the start leaves no process the next start cannot find), with stdout
+    /// and stderr appended to `log`.
+    pub fn spawn(&self, log: &Path, boundary: &Boundary) -> std::io::Result<Child> {
         rotate_log(log);
         let out = open_log(log)?;
         let err = out.try_clone()?;
-        let mut command = Command::new(&self.program);
+        let (program, args) = boundary.command(self)?;
+        let mut command = Command::new(program);
         command
-            .args(&self.args)
+            .args(args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env(OWNER_ENV, owner)
+            .envs(boundary.env())
             .current_dir(&self.cwd)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             // Its own group: a stop signals every process the workload started.
             .process_group(0);
-        command.spawn()
+        let child = command.spawn()?;
+        if let Some(pid) = child.id() {
+            boundary.started(pid);
+        }
+        Ok(child)
     }
 }
 

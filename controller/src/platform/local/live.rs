@@ -1,7 +1,8 @@
 //! A memory snapshot of a running gVisor sandbox (`SandboxSnapshot` of a running sandbox):
-//! this runsc hangs on `checkpoint --leave-running`, so the sandbox is checkpointed (it
-//! exits), its volumes are copied while nothing writes them, and it is restored from the same
-//! image at once. The proxy holds the sandbox's connections from before the checkpoint until
+//! the sandbox is checkpointed (it exits), its volumes are copied while nothing writes them,
+//! and it is restored from the same image at once. (`checkpoint --leave-running` would keep it
+//! running, but the volumes would then be copied while the workload writes them, and memory
+//! and files would disagree.) The proxy holds the sandbox's connections from before the checkpoint until
 //! the restored workload is ready, as for a checkpoint suspend; that pause is measured.
 //!
 //! The supervisor runs [`take`] on a [`SnapshotRequest`], restarts the workload (the pending
@@ -105,7 +106,7 @@ pub async fn take(
     }
     let image = dir.join("image");
     let checkpointed = Instant::now();
-    if let Err(error) = runsc.checkpoint(key, &image).await {
+    if let Err(error) = runsc.checkpoint(key, &image, false).await {
         let message = format!("checkpoint of the running sandbox failed: {error}");
         if let Some(q) = quiesce {
             q.release(key);

@@ -3,7 +3,10 @@
 //! data directory, and each sandbox's output goes to a log file.
 
 mod activity;
+mod backoff;
+mod cgroup;
 mod checkpoint;
+mod contain;
 mod copy;
 mod direct;
 mod env;
@@ -26,9 +29,15 @@ mod supervisor;
 mod sweep;
 
 pub use activity::ActivityView;
+pub use backoff::BackOff;
+pub use cgroup::CGROUP_EXEC_COMMAND;
+pub use contain::WORKLOAD_ENV;
 pub use direct::{DirectStart, NotDirect, accepting};
 pub use error::{Error, Result};
-pub use gvisor::{INSTALL_HINT, Runsc};
+pub use gvisor::{
+    GvisorConfig, GvisorPlatform, INSTALL_HINT, RUNSC_HINT, Runsc, RunscInfo,
+    inspect as inspect_runsc,
+};
 pub use ksm::{
     DEFAULT_PAGES_TO_SCAN, DEFAULT_SLEEP_MILLISECS, KSM_SYSFS, Ksm, KsmConfig, KsmState,
     MERGE_EXEC_COMMAND,

@@ -1,9 +1,10 @@
-//! A network namespace per checkpointable gVisor sandbox, joined to the host by a veth pair
-//! with an on-machine /30: the host side gets `.1`, the sandbox `.2`.
+//! A network namespace per gVisor sandbox, joined to the host by a veth pair with an
+//! on-machine /30: the host side gets `.1`, the sandbox `.2`.
 //!
-//! Why: `runsc checkpoint` refuses host networking, so a sandbox that must keep its memory
-//! across a suspend runs with `--network=sandbox` (gVisor's own network stack) inside a
-//! namespace of its own, and the proxy dials its `.2` address. The /30 of each sandbox is
+//! Why: a gVisor sandbox runs with `--network=sandbox` (gVisor's own network stack, which
+//! runsc refuses in the host's namespace and which `runsc checkpoint` can save) inside a
+//! namespace of its own; it listens on its declared container ports, as in a pod, and the
+//! proxy dials its `.2` address. The /30 of each sandbox is
 //! numbered by a small index kept in a file under the data directory, so a restore after a
 //! restart of `rouse up` finds the same namespace and address (the checkpointed network stack
 //! keeps its address).
@@ -117,19 +118,13 @@ impl Netns {
             ])?;
             ip(&["link", "set", &host, "up"])?;
         }
-        let inside = |args: &[&str]| {
-            let mut all = vec!["-n", name.as_str()];
-            all.extend_from_slice(args);
-            ip(&all)
-        };
-        inside(&["link", "set", "lo", "up"])?;
-        inside(&["link", "set", &sandbox, "up"])?;
-        let addr = format!("{}/30", self.sandbox_ip());
-        let shown = ip_output(&["-n", &name, "-4", "addr", "show", "dev", &sandbox])?;
-        if !shown.contains(&addr) {
-            inside(&["addr", "add", &addr, "dev", &sandbox])?;
-        }
-        Ok(())
+        // One `ip` for everything inside (every start and restore runs this, on a wake's
+        // path): `addr replace` is idempotent, so nothing needs reading first.
+        let batch = format!(
+            "link set lo up\nlink set {sandbox} up\naddr replace {}/30 dev {sandbox}\n",
+            self.sandbox_ip()
+        );
+        ip_batch(&name, &batch)
     }
 
     /// Deletes the namespace (which deletes the veth pair) and the index file.
@@ -143,6 +138,28 @@ impl Netns {
             tracing::warn!(sandbox.key = %key, %error, "deleting a network namespace failed");
         }
         let _ = std::fs::remove_file(Self::index_file(layout, key));
+    }
+}
+
+impl Netns {
+    /// Every sandbox of this data directory with a recorded namespace.
+    pub fn recorded_keys(layout: &Layout) -> Vec<ObjectKey> {
+        let mut keys = Vec::new();
+        for ns in std::fs::read_dir(netns_dir(layout))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let Some(namespace) = ns.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            for file in std::fs::read_dir(ns.path()).into_iter().flatten().flatten() {
+                if let Some(name) = file.file_name().to_str() {
+                    keys.push(ObjectKey::new(namespace.clone(), name.to_owned()));
+                }
+            }
+        }
+        keys
     }
 }
 
@@ -184,6 +201,34 @@ fn claim_index(layout: &Layout) -> Result<Netns> {
 
 fn ip(args: &[&str]) -> Result<()> {
     ip_output(args).map(|_| ())
+}
+
+/// Runs `commands` (one per line) with `ip -n NAMESPACE -batch -`.
+fn ip_batch(namespace: &str, commands: &str) -> Result<()> {
+    use std::io::Write;
+    let mut child = Command::new("ip")
+        .args(["-n", namespace, "-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Network(format!("running `ip -n {namespace} -batch -`: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(commands.as_bytes())
+            .map_err(|e| Error::Network(format!("writing to `ip -batch`: {e}")))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Error::Network(format!("waiting for `ip -batch`: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::Network(format!(
+            "`ip -n {namespace} -batch` ({}) failed: {}",
+            commands.trim().replace('\n', "; "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
 }
 
 fn ip_output(args: &[&str]) -> Result<String> {

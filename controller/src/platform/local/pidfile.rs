@@ -14,6 +14,7 @@ use std::path::Path;
 
 use nix::sys::signal::Signal;
 
+use super::contain::WORKLOAD_ENV;
 use super::launch::{OWNER_ENV, signal_group};
 use super::layout::ensure_parent;
 
@@ -63,11 +64,19 @@ pub fn kill_leftovers(dir: &Path) -> usize {
 }
 
 /// Kills every process (other than this one) whose environment says it is a workload of the
-/// data directory `owner`; returns how many there were.
-pub fn kill_marked(owner: &Path) -> usize {
-    let mut marker = OWNER_ENV.as_bytes().to_vec();
-    marker.push(b'=');
-    marker.extend_from_slice(owner.as_os_str().as_bytes());
+/// data directory `owner` (and, given `workload`, that workload's: [`WORKLOAD_ENV`]); returns
+/// how many there were.
+pub fn kill_marked(owner: &Path, workload: Option<&str>) -> usize {
+    let mark = |name: &str, value: &[u8]| {
+        let mut mark = name.as_bytes().to_vec();
+        mark.push(b'=');
+        mark.extend_from_slice(value);
+        mark
+    };
+    let mut marks = vec![mark(OWNER_ENV, owner.as_os_str().as_bytes())];
+    if let Some(workload) = workload {
+        marks.push(mark(WORKLOAD_ENV, workload.as_bytes()));
+    }
     let me = std::process::id();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return 0;
@@ -87,9 +96,9 @@ pub fn kill_marked(owner: &Path) -> usize {
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        if environ
-            .split(|b| *b == 0)
-            .any(|var| var == marker.as_slice())
+        if marks
+            .iter()
+            .all(|mark| environ.split(|b| *b == 0).any(|var| var == mark.as_slice()))
         {
             tracing::info!(workload.pid = pid, owner = %owner.display(), "killing a workload process left by a previous run");
             if let Ok(raw) = i32::try_from(pid) {
@@ -122,7 +131,7 @@ fn start_time(pid: u32) -> Option<u64> {
 mod tests {
     use std::os::unix::process::ExitStatusExt;
 
-    use super::{OWNER_ENV, kill_marked, live_group, start_time};
+    use super::{OWNER_ENV, WORKLOAD_ENV, kill_marked, live_group, start_time};
 
     #[test]
     fn marked_processes_of_the_data_dir_are_killed_and_others_kept() {
@@ -138,7 +147,7 @@ mod tests {
         // As if the previous run was killed right after the spawn, before any pid file.
         let mut orphan = spawn(ours.path());
         let mut other = spawn(theirs.path());
-        assert_eq!(kill_marked(ours.path()), 1);
+        assert_eq!(kill_marked(ours.path(), None), 1);
         let status = orphan.wait().expect("wait");
         assert_eq!(status.signal(), Some(9), "the orphan is killed");
         assert!(
@@ -147,6 +156,30 @@ mod tests {
         );
         let _ = other.kill();
         let _ = other.wait();
+    }
+
+    #[test]
+    fn a_workloads_marked_processes_are_killed_and_its_neighbours_kept() {
+        let data = tempfile::tempdir().expect("tempdir");
+        let spawn = |workload: &str| {
+            std::process::Command::new("sleep")
+                .arg("60")
+                .env(OWNER_ENV, data.path())
+                .env(WORKLOAD_ENV, workload)
+                .spawn()
+                .expect("spawn sleep")
+        };
+        // A detached descendant of a stopped workload, and a neighbour still running.
+        let mut left = spawn("default_box.1");
+        let mut neighbour = spawn("default_box.2");
+        assert_eq!(kill_marked(data.path(), Some("default_box.1")), 1);
+        assert_eq!(left.wait().expect("wait").signal(), Some(9));
+        assert!(
+            neighbour.try_wait().expect("try_wait").is_none(),
+            "the other workload of the data dir runs on"
+        );
+        let _ = neighbour.kill();
+        let _ = neighbour.wait();
     }
 
     #[test]

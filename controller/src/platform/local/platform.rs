@@ -13,10 +13,12 @@ use rouse_shared::store::ObjectKey;
 use tokio::sync::mpsc;
 
 use super::activity::ActivityView;
+use super::cgroup::Cgroups;
 use super::error::Error;
-use super::gvisor::Runsc;
+use super::gvisor::{GvisorConfig, Runsc};
 use super::ksm::{Ksm, KsmConfig};
 use super::layout::{Layout, ensure_dir};
+use super::netns::Netns;
 use super::pidfile;
 use super::sharing;
 use super::spec::{LaunchSpec, PortSpec};
@@ -41,6 +43,8 @@ pub struct LocalConfig {
     pub data_dir: PathBuf,
     /// The `runsc` binary: a path, or a name searched on `PATH`. Default `runsc`.
     pub runsc: PathBuf,
+    /// How the gvisor runtime runs sandboxes (platform, restore options).
+    pub gvisor: GvisorConfig,
     /// The DNS suffix in `status.serviceFQDN`. Default `cluster.local` (nothing resolves it
     /// in standalone mode).
     pub cluster_domain: String,
@@ -50,6 +54,13 @@ pub struct LocalConfig {
     /// run as `rouse __merge-exec -- ...`); `None` runs Merge workloads unmarked, with a
     /// `MemorySharing=False/NotMarked` condition. Default `None`.
     pub merge_exec: Option<PathBuf>,
+    /// The program that moves a workload into its cgroup and execs it (the `rouse` binary, run
+    /// as `rouse __cgroup-exec PROCS -- ...`); `None` moves each workload right after it
+    /// started. Default `None`.
+    pub cgroup_exec: Option<PathBuf>,
+    /// Put each workload in a cgroup of its own where the host allows (see `super::cgroup`);
+    /// false keeps to process groups and environment marks. Default true.
+    pub cgroups: bool,
 }
 
 impl LocalConfig {
@@ -58,9 +69,12 @@ impl LocalConfig {
         Self {
             data_dir: data_dir.into(),
             runsc: PathBuf::from("runsc"),
+            gvisor: GvisorConfig::default(),
             cluster_domain: "cluster.local".to_owned(),
             ksm: KsmConfig::default(),
             merge_exec: None,
+            cgroup_exec: None,
+            cgroups: true,
         }
     }
 }
@@ -80,6 +94,18 @@ pub(super) struct Inner {
     activity: OnceLock<Arc<dyn ActivityView>>,
     quiesce: OnceLock<Arc<dyn Quiesce>>,
     ksm: Ksm,
+    /// The workloads' cgroups, where the host offers them.
+    cgroups: Option<Cgroups>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last clone is gone: the parent cgroup goes too once its workloads' cgroups did
+        // (a workload still stopping keeps it; the next start reuses it).
+        if let Some(cgroups) = &self.cgroups {
+            cgroups.remove();
+        }
+    }
 }
 
 #[derive(Default)]
@@ -167,16 +193,21 @@ impl LocalPlatform {
             .map_err(|e| Error::data_dir(&config.data_dir, e))?;
         let layout = Layout::new(data);
         let killed =
-            pidfile::kill_leftovers(&layout.pid_dir()) + pidfile::kill_marked(layout.data());
+            pidfile::kill_leftovers(&layout.pid_dir()) + pidfile::kill_marked(layout.data(), None);
         if killed > 0 {
             tracing::warn!(
                 workloads = killed,
                 "killed workloads left by a previous run"
             );
         }
+        let cgroups = config
+            .cgroups
+            .then(|| Cgroups::open_or_fall_back(layout.data(), config.cgroup_exec.clone()))
+            .flatten();
         let (changes_tx, changes_rx) = mpsc::channel(CHANGES_CAPACITY);
         Ok(Self {
             inner: Arc::new(Inner {
+                cgroups,
                 ksm: Ksm::new(config.ksm.clone()),
                 config,
                 layout,
@@ -190,12 +221,31 @@ impl LocalPlatform {
     }
 
     /// Removes gVisor containers a previous run left under the runsc root (a no-op when runsc
-    /// is not installed); returns how many there were.
+    /// is not installed), and the network namespaces of sandboxes that neither run nor wait
+    /// for a restore; returns how many containers there were.
     pub async fn recover(&self) -> usize {
-        match Runsc::locate(&self.inner.config.runsc, &self.inner.layout) {
+        let removed = match Runsc::locate(
+            &self.inner.config.runsc,
+            &self.inner.layout,
+            &self.inner.config.gvisor,
+        ) {
             Ok(runsc) if self.inner.layout.runsc_root().exists() => runsc.delete_all().await,
             _ => 0,
+        };
+        let layout = &self.inner.layout;
+        for key in Netns::recorded_keys(layout) {
+            let busy = {
+                let state = lock(&self.inner.state);
+                running_name(&state, &key).is_some()
+                    || state.starting.contains(&key)
+                    || state.direct.contains_key(&key)
+            };
+            // A pending checkpoint restores into the same namespace and address.
+            if !busy && super::checkpoint::pending_image(layout, &key).is_none() {
+                Netns::remove(layout, &key);
+            }
         }
+        removed
     }
 
     /// Lets idle suspend consult the data plane's live view of each sandbox's traffic (see
@@ -306,6 +356,9 @@ impl LocalPlatform {
         };
         tracing::info!(workloads = entries.len(), "stopping all workloads");
         futures::future::join_all(entries.into_iter().map(|e| e.workload.stop())).await;
+        if let Some(cgroups) = &self.inner.cgroups {
+            cgroups.remove();
+        }
     }
 
     pub(super) fn notifier(&self) -> Notify {
@@ -388,7 +441,6 @@ impl LocalPlatform {
         spec: &sandbox::WorkloadSpec,
     ) -> Result<(LaunchSpec, Option<Runsc>), Error> {
         let mut launch = LaunchSpec::from_pod(&spec.spec)?;
-        launch.checkpoint = checkpoints(sandbox);
         if launch.runtime == super::RuntimeKind::Process
             && sandbox.spec.effective_memory_sharing() == MemorySharing::Merge
             && let Some(trampoline) = &self.inner.config.merge_exec
@@ -401,9 +453,11 @@ impl LocalPlatform {
         // A fork starts from its snapshot: volumes copied, memory image pending.
         self.seed_fork(sandbox, &mut launch).await?;
         let runsc = match launch.runtime {
-            super::RuntimeKind::Gvisor => {
-                Some(Runsc::locate(&self.inner.config.runsc, &self.inner.layout)?)
-            }
+            super::RuntimeKind::Gvisor => Some(Runsc::locate(
+                &self.inner.config.runsc,
+                &self.inner.layout,
+                &self.inner.config.gvisor,
+            )?),
             super::RuntimeKind::Process => None,
         };
         Ok((launch, runsc))
@@ -419,6 +473,7 @@ impl LocalPlatform {
         Workload::start_with(
             &self.inner.layout,
             runsc,
+            self.inner.cgroups.as_ref(),
             key.clone(),
             launch,
             self.notifier(),
@@ -598,18 +653,24 @@ fn observed_workload(entry: &Entry) -> sandbox::Workload {
             observed_generation: None,
         }),
         template_hash: Some(entry.template_hash.clone()),
+        back_off: status
+            .back_off
+            .as_ref()
+            .map(|b| b.describe(status.restarts)),
     }
 }
 
-/// A local error as a platform error: a spec standalone cannot run is invalid, a missing
-/// runtime unsupported, the rest unavailable (a retry may succeed).
+/// A local error as a platform error: a spec standalone cannot run is invalid, a missing or
+/// unusable runtime unsupported, the rest unavailable (a retry may succeed).
 fn platform_error(what: String, error: Error) -> PlatformError {
     match error {
         Error::Unsupported(message) => PlatformError::Invalid { what, message },
-        missing @ Error::RuntimeMissing { .. } => PlatformError::Unsupported {
-            what,
-            message: missing.to_string(),
-        },
+        missing @ (Error::RuntimeMissing { .. } | Error::RuntimeUnusable { .. }) => {
+            PlatformError::Unsupported {
+                what,
+                message: missing.to_string(),
+            }
+        }
         other => PlatformError::Unavailable {
             what,
             message: other.to_string(),

@@ -235,7 +235,7 @@ impl LocalPlatform {
     /// Before the first start of a sandbox made with `spec.restoreFrom`: its volumes become
     /// copies of the snapshot's, and a memory image (gVisor) is left pending in its
     /// checkpoint directory, so the start is a restore into the sandbox's own network
-    /// namespace. `launch` is made checkpointable for that.
+    /// namespace.
     pub(super) async fn seed_fork(&self, sandbox: &Sandbox, launch: &mut LaunchSpec) -> Result<()> {
         let Some(from) = &sandbox.spec.restore_from else {
             return Ok(());
@@ -244,7 +244,6 @@ impl LocalPlatform {
         let restores_memory = launch.runtime == RuntimeKind::Gvisor;
         if self.seeded(sandbox) {
             // The image (if still pending) restores on this start too.
-            launch.checkpoint |= restores_memory;
             return Ok(());
         }
         let snapshot = ObjectKey::new(key.namespace.clone(), from.snapshot_name.clone());
@@ -274,7 +273,6 @@ impl LocalPlatform {
                 duration_ms: 0,
             }
             .write(&self.layout().checkpoint_dir(&key));
-            launch.checkpoint = true;
         }
         let marker = self.layout().fork_marker(&key);
         ensure_parent(&marker)?;

@@ -111,9 +111,6 @@ pub struct LaunchSpec {
     pub grace: Duration,
     /// The root filesystem directory from `image: dir:///path` (gvisor only).
     pub rootfs: Option<PathBuf>,
-    /// Suspend by checkpoint (`spec.suspension.strategy: Checkpoint`): a gvisor workload then
-    /// runs in a network namespace of its own, which runsc can checkpoint.
-    pub checkpoint: bool,
     /// `spec.memorySharing: Merge` on the process runtime: the program that marks the
     /// workload mergeable before it execs it (`rouse __merge-exec`); `None` runs it as is.
     pub merge_exec: Option<PathBuf>,
@@ -142,6 +139,20 @@ impl LaunchSpec {
             None => Readiness::default(),
         };
         let rootfs = rootfs(container.image.as_deref(), runtime)?;
+        if runtime == RuntimeKind::Gvisor && rootfs.is_none() {
+            // Said here, as the sandbox's condition, rather than as runsc's error at start.
+            for volume in &volumes {
+                if let Some(path) = &volume.mount_path
+                    && let Some(dir) = super::gvisor::under_system_dir(path)
+                {
+                    return Err(Error::Unsupported(format!(
+                        "volume {:?}: mountPath {path} is inside /{dir}, which a gvisor sandbox \
+                         sees read-only from the host; mount it elsewhere, or use a dir:// image",
+                        volume.name
+                    )));
+                }
+            }
+        }
         Ok(Self {
             runtime,
             argv,
@@ -153,7 +164,6 @@ impl LaunchSpec {
             restart_policy: restart_policy(pod)?,
             grace: grace(pod.termination_grace_period_seconds),
             rootfs,
-            checkpoint: false,
             merge_exec: None,
         })
     }

@@ -16,7 +16,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::backoff::{self, BACKOFF_RESET, BACKOFF_START, BackOff};
+use super::cgroup::Cgroups;
 use super::checkpoint;
+use super::contain::Boundary;
 use super::error::Result;
 use super::gvisor::Runsc;
 use super::launch::{Launch, describe, log_line, signal_group, terminate_group};
@@ -28,13 +31,6 @@ use super::ports::{PortLease, PortMap};
 use super::process;
 use super::spec::{LaunchSpec, RuntimeKind};
 use crate::snapshot::Quiesce;
-
-/// The first restart delay.
-const BACKOFF_START: Duration = Duration::from_millis(250);
-/// The longest restart delay.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
-/// A run that lasted this long resets the backoff.
-const BACKOFF_RESET: Duration = Duration::from_secs(10);
 
 /// How long a live snapshot may take, from the request to the restored workload's readiness.
 const LIVE_SNAPSHOT_DEADLINE: Duration = Duration::from_secs(120);
@@ -72,6 +68,8 @@ pub struct WorkloadStatus {
     pub pgid: Option<u32>,
     /// Why it is not running or ready, for conditions and logs.
     pub message: Option<String>,
+    /// While it waits to be started again after an exit: how long and until when.
+    pub back_off: Option<BackOff>,
 }
 
 /// A running workload: its state and the handle that stops it.
@@ -83,7 +81,7 @@ pub struct Workload {
     checkpoint: Arc<AtomicBool>,
     /// Live snapshot requests to the supervisor.
     snapshots: mpsc::Sender<SnapshotRequest>,
-    /// Whether the workload can be checkpointed (gVisor in its own network namespace).
+    /// Whether the workload can be checkpointed (gVisor).
     checkpointable: bool,
     task: JoinHandle<()>,
 }
@@ -147,14 +145,16 @@ impl Workload {
         spec: LaunchSpec,
         notify: Notify,
     ) -> Result<Self> {
-        Self::start_with(layout, runsc, key, spec, notify, None)
+        Self::start_with(layout, runsc, None, key, spec, notify, None)
     }
 
-    /// [`Workload::start`] with the data plane's quiesce hook, which a checkpoint suspend
-    /// calls before saving the sandbox.
+    /// [`Workload::start`] in a cgroup of its own under `cgroups` (see [`super::contain`]),
+    /// with the data plane's quiesce hook, which a checkpoint suspend calls before saving the
+    /// sandbox.
     pub fn start_with(
         layout: &Layout,
         runsc: Option<&Runsc>,
+        cgroups: Option<&Cgroups>,
         key: ObjectKey,
         spec: LaunchSpec,
         notify: Notify,
@@ -169,21 +169,22 @@ impl Workload {
             RuntimeKind::Gvisor => {
                 let runsc = match runsc {
                     Some(runsc) => runsc.clone(),
-                    None => Runsc::locate(std::path::Path::new("runsc"), layout)?,
+                    None => Runsc::locate(
+                        std::path::Path::new("runsc"),
+                        layout,
+                        &super::gvisor::GvisorConfig::default(),
+                    )?,
                 };
-                if spec.checkpoint {
-                    // Checkpointable: its own network namespace, dialled at its address.
-                    let netns = Netns::ensure(layout, &key)?;
-                    ports = PortMap::own(netns.sandbox_ip(), &spec.ports);
-                    lease = PortLease::none();
-                    Runner::Gvisor(runsc.in_netns(netns.path()))
-                } else {
-                    Runner::Gvisor(runsc)
-                }
+                // Its own network namespace, dialled at its address on its container ports,
+                // as a pod is.
+                let netns = Netns::ensure(layout, &key)?;
+                ports = PortMap::own(netns.sandbox_ip(), &spec.ports);
+                lease = PortLease::none();
+                Runner::Gvisor(runsc.for_sandbox(netns.path()))
             }
         };
         let launch = runner.prepare(layout, &key, &spec, &ports)?;
-        let checkpointable = matches!(&runner, Runner::Gvisor(r) if r.netns().is_some());
+        let checkpointable = matches!(&runner, Runner::Gvisor(_));
         let (snapshots, requests) = mpsc::channel(1);
         let (status_tx, status) = watch::channel(WorkloadStatus {
             phase: WorkloadPhase::Pending,
@@ -192,13 +193,16 @@ impl Workload {
             restarts: 0,
             pgid: None,
             message: None,
+            back_off: None,
         });
         let stop = CancellationToken::new();
         let checkpoint = Arc::new(AtomicBool::new(false));
         let span =
             tracing::info_span!("workload", sandbox.key = %key, runtime = spec.runtime.as_str());
+        let boundary = Boundary::new(layout.data(), &key, cgroups);
         let supervisor = Supervisor {
             layout: layout.clone(),
+            boundary,
             lease,
             log: layout.log_file(&key),
             pid_file: layout.pid_file(&key),
@@ -275,6 +279,8 @@ impl Drop for Workload {
 
 struct Supervisor {
     layout: Layout,
+    /// What keeps the workload's processes together for its stops.
+    boundary: Boundary,
     /// Keeps `ports` reserved while this supervisor lives.
     lease: PortLease,
     key: ObjectKey,
@@ -348,21 +354,34 @@ impl Supervisor {
                 self.move_ports();
             }
             tracing::info!(workload.exit = %message, workload.backoff_ms = backoff.as_millis() as u64, "workload exited; restarting");
+            let waiting = BackOff::starting_now(backoff, message.clone());
             self.publish(|s| {
                 s.phase = WorkloadPhase::Pending;
                 s.restarts = s.restarts.saturating_add(1);
                 s.message = Some(format!("restarting after {message}"));
+                s.back_off = Some(waiting);
             });
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
                 () = self.stop.cancelled() => break,
             }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
+            backoff = backoff::next(backoff);
         }
+        if matches!(self.runner, Runner::Gvisor(_))
+            && checkpoint::pending_image(&self.layout, &self.key).is_none()
+        {
+            // Nothing to restore into it: the next start makes a namespace again. (A pending
+            // checkpoint keeps it: the restored network stack keeps its address.)
+            Netns::remove(&self.layout, &self.key);
+        }
+        // The cgroup goes before the stop is published: a new workload of the same sandbox
+        // may start as soon as this one is seen stopped.
+        self.boundary.close().await;
         self.publish(|s| {
             s.phase = WorkloadPhase::Stopped;
             s.ready = false;
             s.pgid = None;
+            s.back_off = None;
         });
         metrics::gauge!("rouse_controller_workloads", "runtime" => runtime).decrement(1.0);
     }
@@ -373,26 +392,24 @@ impl Supervisor {
         let preparing = Instant::now();
         if let Runner::Gvisor(runsc) = &self.runner {
             // A container of the same id may be left from a crash or an earlier run.
-            runsc.delete(&self.key).await;
-            if runsc.netns().is_some() {
-                // runsc took the address into gVisor's stack last time: put it back.
-                if let Err(error) = Netns::ensure(&self.layout, &self.key) {
-                    let message = error.to_string();
-                    log_line(&self.log, &message);
-                    return RunEnd::Exited {
-                        succeeded: false,
-                        message,
-                    };
-                }
-                launch = checkpoint::pending_image(&self.layout, &self.key)
-                    .map(|image| runsc.launch(&self.layout, &self.key, Some(&image)));
+            runsc.delete_if_present(&self.key).await;
+            // runsc took the address into gVisor's stack last time: put it back.
+            if let Err(error) = Netns::ensure(&self.layout, &self.key) {
+                let message = error.to_string();
+                log_line(&self.log, &message);
+                return RunEnd::Exited {
+                    succeeded: false,
+                    message,
+                };
             }
+            launch = checkpoint::pending_image(&self.layout, &self.key)
+                .map(|image| runsc.launch(&self.layout, &self.key, Some(&image)));
         }
         let restoring = AtomicBool::new(launch.is_some());
         let launch = launch.as_ref().unwrap_or(&self.launch);
         metrics::counter!("rouse_controller_workload_starts_total", "runtime" => self.spec.runtime.as_str())
             .increment(1);
-        let mut child = match launch.spawn(&self.log, self.layout.data()) {
+        let mut child = match launch.spawn(&self.log, &self.boundary) {
             Ok(child) => child,
             Err(error) => {
                 let message = format!("starting {}: {error}", launch.program.display());
@@ -430,6 +447,7 @@ impl Supervisor {
             s.ready = false;
             s.pgid = pgid;
             s.message = None;
+            s.back_off = None;
         });
         let readiness = self.spec.readiness.run(&self.ports, |ready| {
             tracing::debug!(
@@ -474,6 +492,18 @@ impl Supervisor {
                 }
             }
         };
+        // Whatever of the run is left (a detached descendant) goes with it, as in a pod.
+        let left = self.boundary.clear().await;
+        if left > 0 {
+            tracing::info!(
+                workload.leftovers = left,
+                "killed processes the run left behind"
+            );
+            log_line(
+                &self.log,
+                &format!("killed {left} processes the run left behind"),
+            );
+        }
         pidfile::remove(&self.pid_file);
         if let RunEnd::Exited { message, .. } = &end {
             log_line(&self.log, &format!("exited with {message}"));
@@ -534,7 +564,7 @@ impl Supervisor {
     async fn terminate(&self, child: &mut Child) -> Option<ExitStatus> {
         if self.checkpoint.load(Ordering::Acquire) {
             match &self.runner {
-                Runner::Gvisor(runsc) if runsc.netns().is_some() => {
+                Runner::Gvisor(runsc) => {
                     if let Ok(status) = checkpoint::suspend(
                         runsc,
                         &self.layout,
@@ -547,11 +577,6 @@ impl Supervisor {
                         return status;
                     }
                 }
-                Runner::Gvisor(_) => checkpoint::unsupported(
-                    &self.layout,
-                    &self.key,
-                    "the gvisor workload was started without its own network namespace",
-                ),
                 Runner::Process => checkpoint::unsupported(
                     &self.layout,
                     &self.key,
@@ -569,10 +594,10 @@ impl Supervisor {
     /// (the request is refused and the run goes on).
     async fn snapshot_live(&self, child: &mut Child, request: SnapshotRequest) -> Option<RunEnd> {
         let runsc = match &self.runner {
-            Runner::Gvisor(runsc) if runsc.netns().is_some() => runsc,
-            _ => {
+            Runner::Gvisor(runsc) => runsc,
+            Runner::Process => {
                 let _ = request.reply.send(Err(
-                    "the workload cannot be checkpointed (only gVisor in its own network namespace)".to_owned(),
+                    "the workload cannot be checkpointed (only gVisor sandboxes can)".to_owned(),
                 ));
                 return None;
             }

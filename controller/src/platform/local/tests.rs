@@ -115,8 +115,13 @@ async fn wait_until<T>(condition: &str, mut probe: impl FnMut() -> Option<T>) ->
 
 /// One HTTP GET to 127.0.0.1:port; the status code and body.
 async fn http_get(port: u16, path: &str) -> (u16, String) {
+    http_get_at(std::net::Ipv4Addr::LOCALHOST, port, path).await
+}
+
+/// One HTTP GET to host:port; the status code and body.
+async fn http_get_at(host: std::net::Ipv4Addr, port: u16, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+    let mut stream = tokio::net::TcpStream::connect((host, port))
         .await
         .expect("connect");
     let request = format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");

@@ -9,8 +9,10 @@
 mod error;
 mod meta;
 mod ops;
+mod recover;
 mod select;
 mod sequence;
+mod storage;
 mod tables;
 mod txn;
 mod typed;
@@ -28,9 +30,11 @@ use tokio::sync::mpsc;
 
 pub use error::{OpenError, Result};
 pub use sequence::{SequenceError, WriteSequence};
+pub use storage::StoreHealth;
 #[cfg(test)]
 pub(crate) use writer::RESERVE_BLOCK;
 
+use storage::Storage;
 use tables::{
     FORMAT, FORMAT_VERSION, META, OBJECTS, OWNERS, RESOURCE_VERSION, reserved_version,
     resource_version,
@@ -102,7 +106,7 @@ pub struct EmbeddedStore {
 }
 
 struct Inner {
-    db: Arc<Database>,
+    storage: Arc<Storage>,
     hub: Arc<Hub>,
     writer: Option<mpsc::Sender<writer::Request>>,
     thread: Option<JoinHandle<()>>,
@@ -140,17 +144,8 @@ impl EmbeddedStore {
 
     /// Opens (or creates) the store file at `path`.
     pub fn open_with(path: &Path, config: EmbeddedStoreConfig) -> Result<Self> {
-        let db = Database::create(path).map_err(|source| match source {
-            redb::DatabaseError::DatabaseAlreadyOpen => OpenError::Locked {
-                path: path.to_owned(),
-            },
-            source => OpenError::Open {
-                path: path.to_owned(),
-                source,
-            },
-        })?;
-        let current = init(&db, path)?;
-        let db = Arc::new(db);
+        let (db, current) = open_file(path)?;
+        let storage = Arc::new(Storage::new(db));
         let hub = Arc::new(Hub::new(
             current,
             HubLimits {
@@ -161,8 +156,9 @@ impl EmbeddedStore {
             },
         ));
         let (writer, thread) = writer::spawn(
-            db.clone(),
+            storage.clone(),
             hub.clone(),
+            path.to_owned(),
             config.write_queue,
             config.max_batch,
         )
@@ -170,7 +166,7 @@ impl EmbeddedStore {
         tracing::info!(store.path = %path.display(), store.resource_version = current, "store opened");
         Ok(Self {
             inner: Arc::new(Inner {
-                db,
+                storage,
                 hub,
                 writer: Some(writer),
                 thread: Some(thread),
@@ -184,6 +180,29 @@ impl EmbeddedStore {
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
+
+    /// Whether the store can read and write its file now: after a storage failure (a full
+    /// disk) it reports what failed until it has reopened the file. For readiness checks.
+    pub fn health(&self) -> StoreHealth {
+        self.inner.storage.health()
+    }
+}
+
+/// Opens (or creates) the file, with redb's repair after a crash or an I/O error, and
+/// initialises it; returns the database and its last resourceVersion. Opening commits a
+/// durable write, so a file that opens can be written.
+fn open_file(path: &Path) -> Result<(Database, u64)> {
+    let db = Database::create(path).map_err(|source| match source {
+        redb::DatabaseError::DatabaseAlreadyOpen => OpenError::Locked {
+            path: path.to_owned(),
+        },
+        source => OpenError::Open {
+            path: path.to_owned(),
+            source,
+        },
+    })?;
+    let current = init(&db, path)?;
+    Ok((db, current))
 }
 
 /// Creates the tables of a new file, checks the format of an old one, sets the object

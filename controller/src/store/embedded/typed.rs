@@ -69,7 +69,7 @@ impl EmbeddedStore {
         &self,
         f: impl FnOnce(&ReadTransaction) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let db = self.inner.db.clone();
+        let db = self.inner.storage.db()?;
         tokio::task::spawn_blocking(move || {
             let tx = db.begin_read().map_err(|e| unavailable("begin read", e))?;
             f(&tx)
@@ -100,6 +100,8 @@ impl EmbeddedStore {
         request: Request,
         answer: oneshot::Receiver<Answers>,
     ) -> Result<Vec<Vec<Result<Outcome>>>> {
+        // While the file is down a write fails at once with the reason, not after the queue.
+        self.inner.storage.check()?;
         let writer = self.inner.writer.as_ref().ok_or_else(closed)?;
         let timeout = self.inner.write_timeout;
         let wait = async {
@@ -127,6 +129,7 @@ impl EmbeddedStore {
         patch: &Patch,
     ) -> Result<impl Future<Output = Result<K>> + Send + 'static> {
         let started = Instant::now();
+        self.inner.storage.check()?;
         let writer = self.inner.writer.as_ref().ok_or_else(closed)?;
         let op = patch_op::<K>(key, patch, Part::Main);
         let (reply, answer) = oneshot::channel();
@@ -167,9 +170,9 @@ impl EmbeddedStore {
         let kind = kind_of::<K>();
         let result = self
             .inner
-            .db
-            .begin_read()
-            .map_err(|e| unavailable("begin read", e))
+            .storage
+            .db()
+            .and_then(|db| db.begin_read().map_err(|e| unavailable("begin read", e)))
             .and_then(|tx| {
                 let table = tx
                     .open_table(OBJECTS)
@@ -308,11 +311,12 @@ impl EmbeddedStore {
     ) -> Result<WatchStream<K>> {
         let kind = kind.to_owned();
         let hub = self.inner.hub.clone();
-        let db = self.inner.db.clone();
+        let storage = self.inner.storage.clone();
         let params = params.clone();
         let sub = tokio::task::spawn_blocking(move || match from {
             Some(from) => hub.subscribe(&kind, &params, from),
             None => hub.subscribe_current(&kind, &params, || {
+                let db = storage.db()?;
                 let tx = db.begin_read().map_err(|e| unavailable("begin read", e))?;
                 let meta = tx
                     .open_table(META)

@@ -322,6 +322,22 @@ impl Hub {
         })
     }
 
+    /// Starts over at `current` after the file was reopened: every watch stream ends with
+    /// `Expired` (its watcher may have seen changes the file no longer has, and lists again),
+    /// and the history is dropped.
+    pub(crate) fn reset(&self, current: u64) {
+        let mut state = self.lock();
+        for watcher in state.watchers.drain(..) {
+            watcher.overflow.store(true, Ordering::Release);
+        }
+        state.history.clear();
+        state.history_bytes = 0;
+        state.horizon = current;
+        state.published = current;
+        metrics::gauge!("rouse_store_watchers").set(0.0);
+        metrics::gauge!("rouse_store_watch_history_bytes").set(0.0);
+    }
+
     /// Ends every watch stream; later publishes are dropped.
     pub(crate) fn close(&self) {
         let mut state = self.lock();

@@ -1,6 +1,7 @@
 //! The single writer: one thread that takes requests from a bounded queue, runs a batch of
 //! them in one redb transaction, commits it, publishes the changes to watchers, makes the
-//! commit durable, and only then answers the callers.
+//! commit durable, and only then answers the callers. A storage failure that leaves the file
+//! refusing writes hands over to `recover`, which reopens it.
 //!
 //! redb allows one write transaction at a time and a durable commit costs an fsync, so one
 //! thread that groups the requests waiting in the queue (group commit) serves many writers
@@ -21,6 +22,7 @@
 //! the same transaction, and the first one refused ends the request (the ones before it
 //! stay written), so a batch of them costs one fsync.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -30,7 +32,9 @@ use rouse_shared::store::StoreError;
 use tokio::sync::{mpsc, oneshot};
 
 use super::ops::{Op, Outcome, execute};
+use super::recover::{file_failed, recover};
 use super::select::ChangeType;
+use super::storage::Storage;
 use super::tables::{
     META, RESERVED_VERSION, RESOURCE_VERSION, reserved_version, resource_version, unavailable,
 };
@@ -69,10 +73,12 @@ impl Request {
     }
 }
 
-/// Starts the writer thread; it stops when every sender is dropped.
+/// Starts the writer thread on the store file at `path`; it stops when every sender is
+/// dropped.
 pub(crate) fn spawn(
-    db: Arc<Database>,
+    storage: Arc<Storage>,
     hub: Arc<Hub>,
+    path: PathBuf,
     queue: usize,
     max_batch: usize,
 ) -> std::io::Result<(mpsc::Sender<Request>, JoinHandle<()>)> {
@@ -89,21 +95,27 @@ pub(crate) fn spawn(
                         Err(_) => break,
                     }
                 }
-                run_batch(&db, &hub, batch);
+                if run_batch(&storage, &hub, batch) && !recover(&storage, &hub, &path, &mut rx) {
+                    return;
+                }
             }
         })?;
     Ok((tx, handle))
 }
 
-/// Runs, commits, publishes and answers one batch.
-fn run_batch(db: &Database, hub: &Hub, batch: Vec<Request>) {
+/// Runs, commits, publishes and answers one batch; true when an I/O failure left the file
+/// refusing writes, marked failed before anyone is answered (the caller reopens it).
+fn run_batch(storage: &Storage, hub: &Hub, batch: Vec<Request>) -> bool {
     let size = batch.len();
     let durable_first = batch.iter().any(|r| r.durable_first);
     let (requests, replies): (Vec<Vec<Vec<Op>>>, Vec<_>) =
         batch.into_iter().map(|r| (r.sequences, r.reply)).unzip();
-    let fail = |replies: Vec<oneshot::Sender<_>>, err: StoreError| {
+    let fail = |replies: Vec<oneshot::Sender<_>>, err: &StoreError| {
         tracing::warn!(error = %err, batch.size = size, "store write batch failed");
-        let message = err.to_string();
+        let message = match err {
+            StoreError::Unavailable { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
         for reply in replies {
             let _ = reply.send(Err(StoreError::Unavailable {
                 message: message.clone(),
@@ -111,7 +123,28 @@ fn run_batch(db: &Database, hub: &Hub, batch: Vec<Request>) {
             }));
         }
     };
-    match write(db, requests, durable_first) {
+    let db = match storage.db() {
+        Ok(db) => db,
+        Err(err) => {
+            fail(replies, &err);
+            return false;
+        }
+    };
+    // A batch that failed on the file's I/O leaves it refused by redb: it is reopened. The
+    // failure is reported first, so whoever is told of it finds it in the store's health.
+    let settle = |replies: Vec<oneshot::Sender<_>>, err: StoreError| {
+        let broken = file_failed(&err);
+        if broken {
+            let reason = match &err {
+                StoreError::Unavailable { message, .. } => message.clone(),
+                other => other.to_string(),
+            };
+            storage.fail(reason);
+        }
+        fail(replies, &err);
+        broken
+    };
+    match write(&db, requests, durable_first) {
         Ok(Written {
             results,
             changes,
@@ -123,17 +156,18 @@ fn run_batch(db: &Database, hub: &Hub, batch: Vec<Request>) {
             metrics::histogram!("rouse_store_commit_batch_size").record(size as f64);
             if changed
                 && !synced
-                && let Err(err) = sync(db)
+                && let Err(err) = sync(&db)
             {
                 // Published but maybe not durable: nobody is told it is written.
-                return fail(replies, err);
+                return settle(replies, err);
             }
             for (reply, result) in replies.into_iter().zip(results) {
                 // A caller that gave up (its future was dropped) does not need the answer.
                 let _ = reply.send(Ok(result));
             }
+            false
         }
-        Err(err) => fail(replies, err),
+        Err(err) => settle(replies, err),
     }
 }
 

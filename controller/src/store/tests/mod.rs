@@ -2,6 +2,7 @@
 
 mod crud;
 mod delete;
+mod disk_full;
 mod durability;
 mod sequence;
 mod watch;

@@ -98,9 +98,11 @@ where
             Outcome::HandOver {
                 bytes: conn.inbuf,
                 stream: conn.stream,
+                // Every hand-over is at a whole head, or one already over the size limit.
                 handover: Handover {
                     rate_checked: conn.rate_checked,
                     release: conn.release,
+                    head_by: None,
                 },
             }
         }
@@ -139,6 +141,9 @@ struct Conn<IO> {
     /// Waiting for a request head: `limits.header_read_timeout` from when the wait began.
     head_deadline: Deadline,
     head_timeout: Duration,
+    /// When the first head must be whole, if earlier than a whole timeout from now (the
+    /// timeout ran from accept, through a TLS handshake).
+    first_head_by: Option<Instant>,
     /// No byte either way for `limits.idle_timeout`.
     idle: Deadline,
     idle_timeout: Option<Duration>,
@@ -151,7 +156,7 @@ struct Conn<IO> {
     /// The first request's per-IP rate limit was counted already (compact hold).
     rate_checked: bool,
     /// The first request's place in its sandbox's release semaphore (compact hold).
-    release: Option<tokio::sync::OwnedSemaphorePermit>,
+    release: Option<crate::route::Place>,
     /// The routes were loaded once; they stay loaded.
     synced: bool,
 }
@@ -185,6 +190,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             routes: RouteCache::default(),
             head_deadline: Deadline::after(Some(limits.header_read_timeout)),
             head_timeout: limits.header_read_timeout,
+            first_head_by: handover.head_by,
             idle: Deadline::after(limits.idle_timeout),
             idle_timeout: limits.idle_timeout,
             max_head: limits.max_header_bytes,
@@ -201,7 +207,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     /// Serves requests until the connection closes or one goes to the full path.
     async fn run(&mut self) -> End {
         loop {
-            self.head_deadline.set(Instant::now() + self.head_timeout);
+            let head_by = self
+                .first_head_by
+                .take()
+                .unwrap_or_else(|| Instant::now() + self.head_timeout);
+            self.head_deadline.set(head_by);
             let head = loop {
                 match request::prepare(&self.inbuf, &self.forwarded, &mut self.out) {
                     // A head over the limit that came in one read: the full path answers 431.
@@ -336,7 +346,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         guard.record_bytes(head.body, 0);
         let sent = self.send(head, &target, epoch).await;
         let relayed = match sent {
-            Ok(response) => self.respond(head, response, &guard).await,
+            Ok(response) => self.respond(head, response, &guard, &target.key).await,
             Err(failure) => Err(failure),
         };
         match relayed {
@@ -502,11 +512,16 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         head: &request::Head,
         response: response::Head,
         guard: &ConnectionGuard,
+        key: &SandboxKey,
     ) -> Result<bool, Failure> {
-        m::hot::REQUESTS_BY_CODE[status_label(response.status)].increment(1);
         let mut body = Body::new(response.framing);
         let first = &self.resp[response.len..];
-        let taken = body.take(first).map_err(|_| Failure::Close)?;
+        // Nothing of this response went to the client yet: a body broken in the bytes that
+        // came with the head is a 502 naming why, not a connection closed on the client.
+        let taken = body
+            .take(first)
+            .map_err(|err| Failure::Proxy(protocol(key, &err.to_string())))?;
+        m::hot::REQUESTS_BY_CODE[status_label(response.status)].increment(1);
         let mut clean = taken == first.len();
         self.out.extend_from_slice(&first[..taken]);
         guard.record_bytes(0, taken as u64);

@@ -23,7 +23,7 @@ impl Upstream {
     pub(crate) async fn dial(
         router: &Router,
         target: &Arc<RouteTarget>,
-        place: Option<tokio::sync::OwnedSemaphorePermit>,
+        place: Option<crate::route::Place>,
     ) -> Result<Self, ProxyError> {
         let (stream, _addr, slot) = router.connect_stream_in_place(target, place).await?;
         Ok(Self {

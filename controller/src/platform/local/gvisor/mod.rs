@@ -1,14 +1,22 @@
-//! The `gvisor` runtime: the workload runs under `runsc --platform=ptrace --network=host`
-//! from an OCI bundle generated per sandbox. The root filesystem is the host's `/` (or the
-//! directory of `image: dir:///path`) with an in-memory overlay, so writes outside volumes
-//! never reach the host; volume directories are bind-mounted at their `mountPath`.
+//! The `gvisor` runtime: the workload runs under gVisor's `runsc` (systrap platform by
+//! default) from an OCI bundle generated per sandbox, in a network namespace of its own with
+//! gVisor's network stack (`--network=sandbox`), so it listens on its declared container
+//! ports as in a pod and can be checkpointed with its connections. The root filesystem is the
+//! host's `/` (or the directory of `image: dir:///path`) with an in-memory overlay, so writes
+//! outside volumes never reach the host; volume directories are bind-mounted at their
+//! `mountPath`.
 //!
-//! A sandbox that may be checkpointed runs with `--network=sandbox` in a network namespace of
-//! its own (see [`super::netns`]) instead: this runsc refuses to checkpoint host networking.
-//! It misreads every network namespace as the host's (it looks at
-//! `/proc/sys/net/core/rmem_default`), so each call that touches the sandbox goes through
-//! `nsenter --net=NETNS`, and `run`/`restore` additionally through `unshare -m` with a tmpfs
-//! over `/proc/sys/net/core` (not `ip netns exec`, which remounts `/sys`).
+//! The runsc must be current (see [`probe`]): Debian's 2022 build lacks systrap and fails to
+//! checkpoint sandboxes that served traffic in the last minute.
+
+mod bundle;
+mod config;
+mod probe;
+mod rootfs;
+
+pub use config::{GvisorConfig, GvisorPlatform};
+pub use probe::{RUNSC_HINT, RunscInfo, probe};
+pub(super) use rootfs::under_system_dir;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -16,7 +24,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use rouse_shared::store::ObjectKey;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::process::{Child, Command};
 
 use super::env::{SANDBOX_PATH, resolve};
@@ -27,49 +35,62 @@ use super::ports::PortMap;
 use super::spec::{GVISOR_RUNTIME_CLASS, LaunchSpec};
 
 /// How to install runsc, for the error when it is missing.
-pub const INSTALL_HINT: &str =
-    "install gVisor's runsc (Debian/Ubuntu: `apt-get install runsc`) or set its path in the config";
+pub const INSTALL_HINT: &str = RUNSC_HINT;
 /// Deadline of one `runsc kill`/`delete`/`list` call.
 const RUNSC_CALL: Duration = Duration::from_secs(15);
 
-/// The `runsc` binary and its state directory.
+/// The `runsc` binary, its state directory and how it runs sandboxes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Runsc {
     program: PathBuf,
+    info: RunscInfo,
     root: PathBuf,
-    rootless: bool,
-    /// The sandbox's own network namespace (`--network=sandbox`), or `None` for host
-    /// networking.
+    config: GvisorConfig,
+    /// The sandbox's own network namespace (`--network=sandbox`); `None` for calls that
+    /// touch no one sandbox (listing what a crashed run left).
     netns: Option<PathBuf>,
 }
 
 impl Runsc {
-    /// Finds `program` (a path, or a name searched on `PATH`); a clear error if it is missing.
-    pub fn locate(program: &Path, layout: &Layout) -> Result<Self> {
-        let program = find_program(program).ok_or(Error::RuntimeMissing {
-            runtime: GVISOR_RUNTIME_CLASS,
-            program: "runsc",
-            hint: INSTALL_HINT,
-        })?;
+    /// Finds `program` (a path, or a name searched on `PATH`) and checks that Rouse can use
+    /// it; a clear error naming what is missing otherwise.
+    pub fn locate(program: &Path, layout: &Layout, config: &GvisorConfig) -> Result<Self> {
+        let (program, info) = inspect(program)?;
+        if !nix::unistd::geteuid().is_root() {
+            return Err(Error::RuntimeUnusable {
+                runtime: GVISOR_RUNTIME_CLASS,
+                program,
+                why: "each gVisor sandbox runs in a network namespace of its own, which only \
+                      root can make"
+                    .to_owned(),
+                hint: "run `rouse up` as root to use runtimeClassName: gvisor",
+            });
+        }
         Ok(Self {
             program,
+            info,
             root: layout.runsc_root(),
-            rootless: !nix::unistd::geteuid().is_root(),
+            config: config.clone(),
             netns: None,
         })
     }
 
-    /// The same runsc for a sandbox in the network namespace at `netns`.
-    pub fn in_netns(&self, netns: PathBuf) -> Self {
+    /// The same runsc for one sandbox, in the network namespace at `netns`.
+    pub fn for_sandbox(&self, netns: PathBuf) -> Self {
         Self {
             netns: Some(netns),
             ..self.clone()
         }
     }
 
-    /// The network namespace the sandbox runs in, if not the host's.
+    /// The network namespace the sandbox runs in.
     pub fn netns(&self) -> Option<&Path> {
         self.netns.as_deref()
+    }
+
+    /// What the binary offers.
+    pub fn info(&self) -> &RunscInfo {
+        &self.info
     }
 
     /// The runsc container id of a sandbox (runsc keeps `{id}.state` files: a long name is
@@ -97,6 +118,14 @@ impl Runsc {
             json!({"destination": "/sys", "type": "sysfs", "source": "sysfs",
                    "options": ["nosuid", "noexec", "nodev", "ro"]}),
         ];
+        let root = match &spec.rootfs {
+            Some(dir) => dir.clone(),
+            None => {
+                // The host's system directories, read-only, under a root of our own.
+                mounts.extend(rootfs::system_mounts());
+                rootfs::ensure(layout)?
+            }
+        };
         let mut visible = Vec::new();
         for volume in &spec.volumes {
             let dir = layout.volume_dir(key, &volume.name);
@@ -119,15 +148,18 @@ impl Runsc {
             .clone()
             .or_else(|| visible.first().map(|(_, target)| target.clone()))
             .unwrap_or_else(|| "/".to_owned());
-        let root = spec.rootfs.clone().unwrap_or_else(|| PathBuf::from("/"));
-        let config = bundle_config(
+
+        let netns = self.netns.as_deref().ok_or_else(|| {
+            Error::Network("a gVisor sandbox needs its network namespace".to_owned())
+        })?;
+        let config = bundle::config(
             &resolved.argv,
             &resolved.env,
             &cwd,
             &root,
             &key.name,
             mounts,
-            self.netns.as_deref(),
+            netns,
         );
         let path = bundle.join("config.json");
         let text = serde_json::to_vec_pretty(&config).map_err(Error::Bundle)?;
@@ -140,25 +172,31 @@ impl Runsc {
     pub fn launch(&self, layout: &Layout, key: &ObjectKey, restore: Option<&Path>) -> Launch {
         let bundle = layout.bundle_dir(key);
         let mut args = self.global_args();
-        let network = if self.netns.is_some() {
-            "--network=sandbox"
-        } else {
-            "--network=host"
-        };
         args.extend([
-            "--platform=ptrace".to_owned(),
-            network.to_owned(),
+            format!("--platform={}", self.config.platform.as_str()),
+            "--network=sandbox".to_owned(),
             // Root writes go to memory: the host's filesystem is never changed (and a
             // checkpoint keeps them, with the rest of the sandbox's memory).
             "--overlay2=root:memory".to_owned(),
             "--ignore-cgroups".to_owned(),
         ]);
+        if self.info.gofer_network_namespace {
+            // A fresh empty namespace per gofer: the default shares one pinned by a bind
+            // mount under the runsc root, which would outlive every sandbox (and block the
+            // removal of the data directory).
+            args.push("--gofer-network-namespace=new".to_owned());
+        }
         match restore {
-            Some(image) => args.extend([
-                "restore".to_owned(),
-                "--image-path".to_owned(),
-                image.display().to_string(),
-            ]),
+            Some(image) => {
+                args.extend([
+                    "restore".to_owned(),
+                    "--image-path".to_owned(),
+                    image.display().to_string(),
+                ]);
+                if self.background_restore() {
+                    args.push("--background".to_owned());
+                }
+            }
             None => args.push("run".to_owned()),
         }
         args.extend([
@@ -166,50 +204,61 @@ impl Runsc {
             bundle.display().to_string(),
             Self::container_id(key),
         ]);
-        let env = vec![("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())];
-        let Some(netns) = &self.netns else {
-            return Launch {
-                program: self.program.clone(),
-                args,
-                env,
-                cwd: bundle,
-            };
-        };
-        let mut wrapped = vec![
-            format!("--net={}", netns.display()),
-            "unshare".to_owned(),
-            "-m".to_owned(),
-            "--propagation".to_owned(),
-            "private".to_owned(),
-            "sh".to_owned(),
-            "-c".to_owned(),
-            // The tmpfs hides rmem_default, so runsc sees a namespace of its own.
-            "mount -t tmpfs tmpfs /proc/sys/net/core && exec \"$0\" \"$@\"".to_owned(),
-            self.program.display().to_string(),
-        ];
-        wrapped.extend(args);
         Launch {
-            program: PathBuf::from("nsenter"),
-            args: wrapped,
-            env,
+            program: self.program.clone(),
+            args,
+            env: vec![("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())],
             cwd: bundle,
         }
     }
 
-    /// Checkpoints a running sandbox into `image` (memory and the in-memory root overlay);
-    /// the sandbox exits once it is saved. Never `--leave-running`: it hangs in this runsc.
-    pub async fn checkpoint(&self, key: &ObjectKey, image: &Path) -> Result<()> {
+    /// Whether restores load memory in the background (configured, and offered by runsc).
+    fn background_restore(&self) -> bool {
+        self.config.background_restore && self.info.restore_background
+    }
+
+    /// Checkpoints a running sandbox into `image` (memory and the in-memory root overlay,
+    /// uncompressed so that a restore can load it in the background); the sandbox exits once
+    /// it is saved, or runs on with `leave_running`.
+    pub async fn checkpoint(
+        &self,
+        key: &ObjectKey,
+        image: &Path,
+        leave_running: bool,
+    ) -> Result<()> {
         ensure_dir(image)?;
         let image_arg = image.display().to_string();
-        self.call_result(&[
+        let id = Self::container_id(key);
+        let mut args = vec![
             "checkpoint",
+            "--compression=none",
             "--image-path",
             &image_arg,
-            &Self::container_id(key),
-        ])
-        .await
-        .map(|_| ())
-        .map_err(Error::Checkpoint)
+        ];
+        if leave_running {
+            args.push("--leave-running");
+        }
+        args.push(&id);
+        self.call_result(&args)
+            .await
+            .map(|_| ())
+            .map_err(Error::Checkpoint)
+    }
+
+    /// Whether the container still runs (a failed checkpoint may have ended it).
+    pub async fn running(&self, key: &ObjectKey) -> bool {
+        let Some(out) = self.call(&["state", &Self::container_id(key)]).await else {
+            return false;
+        };
+        serde_json::from_slice::<serde_json::Value>(&out)
+            .ok()
+            .and_then(|state| {
+                state
+                    .get("status")
+                    .and_then(|s| s.as_str())
+                    .map(str::to_owned)
+            })
+            .is_some_and(|status| status == "running")
     }
 
     /// Stops a running container: SIGTERM to it, SIGKILL to all its processes after `grace`,
@@ -248,6 +297,28 @@ impl Runsc {
             .await;
     }
 
+    /// [`Runsc::delete`] when runsc has a state file of the container (a start's path: most
+    /// starts find none, and a `runsc delete` costs a process of its own).
+    pub async fn delete_if_present(&self, key: &ObjectKey) {
+        let id = Self::container_id(key);
+        // `{sandbox}_sandbox:{container}.state` (the sandbox is the container here), or the
+        // older `{container}.state`.
+        let suffix = format!(":{id}.state");
+        let plain = format!("{id}.state");
+        let present = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|entry| {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                name.ends_with(&suffix) || name == plain
+            });
+        if present {
+            self.delete(key).await;
+        }
+    }
+
     /// Removes every container under the runsc root (left by a previous run of the
     /// controller); returns how many there were.
     pub async fn delete_all(&self) -> usize {
@@ -267,36 +338,17 @@ impl Runsc {
     }
 
     fn global_args(&self) -> Vec<String> {
-        let mut args = vec!["--root".to_owned(), self.root.display().to_string()];
-        if self.rootless {
-            args.push("--rootless".to_owned());
-        }
-        args
+        vec!["--root".to_owned(), self.root.display().to_string()]
     }
 
     /// Runs one runsc management command with a deadline; its stdout on success.
     async fn call(&self, args: &[&str]) -> Option<Vec<u8>> {
-        let mut command = Command::new(&self.program);
-        command
-            .args(self.global_args())
-            .args(args)
-            .kill_on_drop(true);
         self.call_result(args).await.ok()
     }
 
-    /// Runs one runsc management command with a deadline (under `nsenter --net` when the
-    /// sandbox has its own namespace); its stdout, or why it failed.
+    /// Runs one runsc management command with a deadline; its stdout, or why it failed.
     async fn call_result(&self, args: &[&str]) -> Result<Vec<u8>, String> {
-        let mut command = match &self.netns {
-            Some(netns) => {
-                let mut command = Command::new("nsenter");
-                command
-                    .arg(format!("--net={}", netns.display()))
-                    .arg(&self.program);
-                command
-            }
-            None => Command::new(&self.program),
-        };
+        let mut command = Command::new(&self.program);
         command
             .args(self.global_args())
             .args(args)
@@ -324,44 +376,23 @@ impl Runsc {
     }
 }
 
-fn bundle_config(
-    argv: &[String],
-    env: &[(String, String)],
-    cwd: &str,
-    root: &Path,
-    hostname: &str,
-    mounts: Vec<Value>,
-    netns: Option<&Path>,
-) -> Value {
-    let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    // Without a network namespace, `--network=host` shares the host's loopback with the
-    // proxy; with one, the sandbox's own stack takes the namespace's veth.
-    let mut namespaces = vec![
-        json!({"type": "pid"}),
-        json!({"type": "ipc"}),
-        json!({"type": "uts"}),
-        json!({"type": "mount"}),
-    ];
-    if let Some(netns) = netns {
-        namespaces.push(json!({"type": "network", "path": netns}));
-    }
-    json!({
-        "ociVersion": "1.0.0",
-        "process": {
-            "terminal": false,
-            "user": {
-                "uid": nix::unistd::geteuid().as_raw(),
-                "gid": nix::unistd::getegid().as_raw(),
-            },
-            "args": argv,
-            "env": env,
-            "cwd": cwd,
-        },
-        "root": {"path": root, "readonly": false},
-        "hostname": hostname,
-        "mounts": mounts,
-        "linux": {"namespaces": namespaces},
-    })
+/// Finds `program` (a path, or a name searched on `PATH`) and probes it: its path and what it
+/// offers, or why Rouse cannot use it (missing, not runsc, too old).
+pub fn inspect(program: &Path) -> Result<(PathBuf, RunscInfo)> {
+    let program = find_program(program).ok_or(Error::RuntimeMissing {
+        runtime: GVISOR_RUNTIME_CLASS,
+        program: "runsc",
+        hint: INSTALL_HINT,
+    })?;
+    let info = probe(&program)
+        .and_then(|info| info.check().map(|()| info))
+        .map_err(|why| Error::RuntimeUnusable {
+            runtime: GVISOR_RUNTIME_CLASS,
+            program: program.clone(),
+            why,
+            hint: INSTALL_HINT,
+        })?;
+    Ok((program, info))
 }
 
 /// A program path as given, or the first executable of that name on `PATH`.
