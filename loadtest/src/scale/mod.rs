@@ -183,6 +183,27 @@ async fn one_run(
         .context("warm-up")?;
     let _ = run.delete_all(1).await?;
     let mut report = RunReport::new(which, n);
+    // A phase that does not finish is reported, and the run goes on to the deletion, so the
+    // other phases and the other controller still count.
+    if let Err(error) = phases(&mut run, options, &mut report).await {
+        eprintln!("scale: {which}, N = {n}: {error:#}");
+        report.failures.push(format!("{error:#}"));
+    }
+    let (deleted, left) = run.delete_all(options.concurrency).await?;
+    report.leftovers.extend(left);
+    if options.phases.contains(&Phase::Delete) {
+        report.phases.push(deleted);
+    }
+    report.check(&run.tracker, options.pool);
+    drop(run);
+    report.usage.cpu_seconds = controller.usage()?.cpu_seconds - start.cpu_seconds;
+    Ok(report)
+}
+
+/// The measured phases of one run, each appended to `report` as it finishes; the first that
+/// fails ends them.
+async fn phases(run: &mut Run<'_>, options: &Options, report: &mut RunReport) -> Result<()> {
+    let n = report.n;
     let has = |p| options.phases.contains(&p);
     if has(Phase::Rate) {
         report
@@ -229,13 +250,5 @@ async fn one_run(
             .await?;
         report.phases.push(refill);
     }
-    let (deleted, left) = run.delete_all(options.concurrency).await?;
-    report.leftovers.extend(left);
-    if has(Phase::Delete) {
-        report.phases.push(deleted);
-    }
-    report.check(&run.tracker, options.pool);
-    drop(run);
-    report.usage.cpu_seconds = controller.usage()?.cpu_seconds - start.cpu_seconds;
-    Ok(report)
+    Ok(())
 }

@@ -85,10 +85,20 @@ impl Run<'_> {
         let mut probe = self.probe().await?;
         let created = create(&self.apis.sandboxes, &names, pace, objects::sandbox).await?;
         probe.own("POST", n);
-        self.wait(&format!("{n} sandboxes of phase {phase} Ready"), |s| {
-            names.iter().all(|n| s.sandbox_ready.contains_key(n))
-        })
-        .await?;
+        let waited = self
+            .wait(&format!("{n} sandboxes of phase {phase} Ready"), |s| {
+                names.iter().all(|n| s.sandbox_ready.contains_key(n))
+            })
+            .await;
+        if let Err(error) = waited {
+            let ready = self.tracker.with(|s| {
+                names
+                    .iter()
+                    .filter(|n| s.sandbox_ready.contains_key(*n))
+                    .count()
+            });
+            return Err(error.context(format!("{phase}: {ready} of {n} sandboxes Ready")));
+        }
         let (samples, last) = self.tracker.with(|s| latencies(&created, &s.sandbox_ready));
         let (requests, usage) = probe.finish(&self.client, Some(self.controller)).await?;
         Ok(PhaseReport {
@@ -149,10 +159,20 @@ impl Run<'_> {
         let mut probe = self.probe().await?;
         let created = create(&self.apis.claims, &names, pace, objects::claim).await?;
         probe.own("POST", n);
-        self.wait(&format!("{n} claims of phase {phase} Ready"), |s| {
-            names.iter().all(|n| s.claim_ready.contains_key(n))
-        })
-        .await?;
+        let waited = self
+            .wait(&format!("{n} claims of phase {phase} Ready"), |s| {
+                names.iter().all(|n| s.claim_ready.contains_key(n))
+            })
+            .await;
+        if let Err(error) = waited {
+            let ready = self.tracker.with(|s| {
+                names
+                    .iter()
+                    .filter(|n| s.claim_ready.contains_key(*n))
+                    .count()
+            });
+            return Err(error.context(format!("{phase}: {ready} of {n} claims Ready")));
+        }
         let (samples, last, warm, cold) = self.tracker.with(|s| {
             let (samples, last) = latencies(&created, &s.claim_ready);
             let (mut warm, mut cold) = (Vec::new(), Vec::new());

@@ -2,6 +2,7 @@
 //! puts the controllers side by side with their ratios and the bare-write baseline.
 
 use std::collections::BTreeSet;
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::SizeReport;
@@ -26,6 +27,8 @@ pub struct RunReport {
     pub excess_members: usize,
     /// What was left after a deletion (`kind: count`).
     pub leftovers: Vec<String>,
+    /// Phases that did not finish (deadline passed, controller exited): `phase: why`.
+    pub failures: Vec<String>,
     /// CPU seconds of the whole run and the highest peak of any phase.
     pub usage: Usage,
     /// The pool's size.
@@ -43,6 +46,7 @@ impl RunReport {
             max_members: 0,
             excess_members: 0,
             leftovers: Vec::new(),
+            failures: Vec::new(),
             usage: Usage::default(),
             pool: 0,
         }
@@ -246,9 +250,16 @@ fn rows(runs: &[RunReport]) -> Vec<Row> {
 
 /// Prints every size's table (Markdown) and the violations found.
 pub fn print(reports: &[SizeReport]) {
+    print!("{}", render(reports));
+}
+
+/// Every size's table (Markdown) and the violations found, as [`print`] shows them.
+pub fn render(reports: &[SizeReport]) -> String {
+    // Writing to a String cannot fail: the `fmt::Result`s below are always Ok.
+    let mut out = String::new();
     for size in reports {
-        println!("### N = {}", size.n);
-        println!();
+        let _ = writeln!(out, "### N = {}", size.n);
+        let _ = writeln!(out);
         for b in &size.baseline {
             let verbs: Vec<String> = b
                 .requests
@@ -256,7 +267,8 @@ pub fn print(reports: &[SizeReport]) {
                 .iter()
                 .map(|(v, n)| format!("{v} {:.1}", n / b.items.max(1) as f64))
                 .collect();
-            println!(
+            let _ = writeln!(
+                out,
                 "{}: {} in {:.1} s = {:.0}/s (bare writes, no controller; per item: {})",
                 b.phase,
                 b.items,
@@ -265,43 +277,49 @@ pub fn print(reports: &[SizeReport]) {
                 verbs.join(", ")
             );
         }
-        println!();
+        let _ = writeln!(out);
         let distinct: BTreeSet<Which> = size.runs.iter().map(|r| r.which).collect();
         for (round, runs) in size.runs.chunks(distinct.len().max(1)).enumerate() {
             if size.runs.len() > distinct.len() {
-                println!("Round {}:", round + 1);
-                println!();
+                let _ = writeln!(out, "Round {}:", round + 1);
+                let _ = writeln!(out);
             }
-            table(runs);
-            println!();
+            table(&mut out, runs);
+            let _ = writeln!(out);
         }
         for run in &size.runs {
+            for failure in &run.failures {
+                let _ = writeln!(out, "{}: did not finish: {failure}", run.which);
+            }
             let violations = run.violations();
             if violations.is_empty() {
-                println!("{}: no correctness violation", run.which);
+                let _ = writeln!(out, "{}: no correctness violation", run.which);
             } else {
-                println!(
+                let _ = writeln!(
+                    out,
                     "{}: {} correctness violations:",
                     run.which,
                     violations.len()
                 );
                 for v in violations.iter().take(20) {
-                    println!("  - {v}");
+                    let _ = writeln!(out, "  - {v}");
                 }
             }
         }
-        println!();
+        let _ = writeln!(out);
     }
+    out
 }
 
 /// One table: a column per run, and the ratio rouse / upstream when both ran.
-fn table(runs: &[RunReport]) {
+fn table(out: &mut String, runs: &[RunReport]) {
     let header: Vec<&str> = runs.iter().map(|r| r.which.name()).collect();
     let rouse = runs.iter().position(|r| r.which == Which::Rouse);
     let upstream = runs.iter().position(|r| r.which == Which::Upstream);
     let ratio = rouse.zip(upstream);
-    print!("| metric | unit | {} |", header.join(" | "));
-    println!(
+    let _ = write!(out, "| metric | unit | {} |", header.join(" | "));
+    let _ = writeln!(
+        out,
         "{}",
         if ratio.is_some() {
             " rouse / upstream |"
@@ -309,15 +327,21 @@ fn table(runs: &[RunReport]) {
             ""
         }
     );
-    print!("|---|---|{}", "---:|".repeat(header.len()));
-    println!("{}", if ratio.is_some() { "---:|" } else { "" });
+    let _ = write!(out, "|---|---|{}", "---:|".repeat(header.len()));
+    let _ = writeln!(out, "{}", if ratio.is_some() { "---:|" } else { "" });
     for row in rows(runs) {
         let cells: Vec<String> = row
             .values
             .iter()
             .map(|v| v.map_or("–".to_owned(), format_value))
             .collect();
-        print!("| {} | {} | {} |", row.label, row.unit, cells.join(" | "));
+        let _ = write!(
+            out,
+            "| {} | {} | {} |",
+            row.label,
+            row.unit,
+            cells.join(" | ")
+        );
         if let Some((r, u)) = ratio {
             let cell = match (row.values[r], row.values[u]) {
                 (Some(r), Some(u)) if u.abs() > 1e-12 => {
@@ -326,9 +350,9 @@ fn table(runs: &[RunReport]) {
                 }
                 _ => "–".to_owned(),
             };
-            print!(" {cell} |");
+            let _ = write!(out, " {cell} |");
         }
-        println!();
+        let _ = writeln!(out);
     }
 }
 
@@ -341,3 +365,6 @@ fn format_value(v: f64) -> String {
         format!("{v:.2}")
     }
 }
+
+#[cfg(test)]
+mod tests;
