@@ -10,6 +10,7 @@
 pub mod claims;
 pub mod controller;
 pub mod measure;
+pub mod node;
 pub mod proxy;
 pub mod real_api;
 pub mod scale;

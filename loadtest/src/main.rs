@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use rouse_loadtest::measure::{self, Budget};
+use rouse_loadtest::node::Runtime;
 use rouse_loadtest::scale::{self, Phase, Which};
 use rouse_loadtest::wake::{self, WakeOptions, WakePath};
 use rouse_loadtest::{proxy, scenarios};
@@ -131,8 +132,28 @@ struct Cli {
     /// restore: keep the data directory, and so the images, on tmpfs (/dev/shm).
     #[arg(long)]
     tmpfs: bool,
-    /// The `rouse` binary the `wake` and `restore` scenarios run; default: `rouse` beside
-    /// this binary.
+    /// restore: also restore the image bare under each option runsc offers (compression,
+    /// direct I/O, background loading, tmpfs) and print the matrix.
+    #[arg(long)]
+    restore_matrix: bool,
+    /// node: wake cycles per runtime class, and claim cycles (a warm claim and a cold create
+    /// each).
+    #[arg(long, default_value_t = 20, env = "ROUSE_LOADTEST_NODE_CYCLES")]
+    node_cycles: usize,
+    /// node: sandboxes of the memory measurement (the node runs at most 110 pods).
+    #[arg(long, default_value_t = 100, env = "ROUSE_LOADTEST_NODE_SANDBOXES")]
+    node_sandboxes: usize,
+    /// node: warm pool members of the claim measurement.
+    #[arg(long, default_value_t = 2)]
+    node_pool: usize,
+    /// node: the runtime classes of the wake measurement (`gvisor`, `runc`).
+    #[arg(long, value_delimiter = ',', default_values_t = [Runtime::Gvisor, Runtime::Runc])]
+    node_runtimes: Vec<Runtime>,
+    /// node: seconds after which a part starts no more cycles.
+    #[arg(long, default_value_t = 900)]
+    node_seconds: u64,
+    /// The `rouse` binary the `wake` and `restore` scenarios run and the `node` scenario packs
+    /// into its image; default: `rouse` beside this binary.
     #[arg(long, value_name = "PATH")]
     rouse: Option<PathBuf>,
 }
@@ -219,6 +240,11 @@ enum Scenario {
     /// testsupport/upstream/build.sh and `cargo build --release -p rouse`; not in the default
     /// set).
     Scale,
+    /// Kubernetes mode on a real node with the Helm-installed release: wake through the cluster
+    /// against the bare pod start, warm claim and cold create → Ready, the memory of the
+    /// controller and proxy pods with N sandboxes (needs root, the real node's binaries and
+    /// `cargo build --release -p rouse`; not part of the default set).
+    Node,
     /// The `wake` scenario's workload: an HTTP server on `$PORT` (internal).
     #[value(hide = true)]
     Backend,
@@ -272,6 +298,11 @@ fn main() -> anyhow::Result<()> {
             proxy::splice::run(cli.rounds, Duration::from_millis(cli.stream_ms))?;
             continue;
         }
+        if scenario == Scenario::Node {
+            println!("== Node");
+            node_scenario(&cli)?;
+            continue;
+        }
         if scenario == Scenario::Wake {
             println!("== Wake");
             wake_scenario(&cli)?;
@@ -311,6 +342,7 @@ fn main() -> anyhow::Result<()> {
             | Scenario::Claims
             | Scenario::Held
             | Scenario::Splice
+            | Scenario::Node
             | Scenario::Restore => continue,
         };
         println!("== {scenario:?}");
@@ -321,12 +353,8 @@ fn main() -> anyhow::Result<()> {
 
 /// Runs the wake benchmark against the `rouse` binary beside this one (or `--rouse`).
 fn wake_scenario(cli: &Cli) -> anyhow::Result<()> {
-    let rouse = match &cli.rouse {
-        Some(path) => path.clone(),
-        None => std::env::current_exe()?.with_file_name("rouse"),
-    };
     let options = WakeOptions {
-        rouse,
+        rouse: rouse_binary(cli)?,
         cycles: cli.cycles,
         max_time: Duration::from_secs(cli.seconds.max(60)),
         paths: cli
@@ -342,14 +370,34 @@ fn wake_scenario(cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the restore benchmark against the `rouse` binary beside this one (or `--rouse`).
-fn restore_scenario(cli: &Cli) -> anyhow::Result<()> {
-    let rouse = match &cli.rouse {
+/// Runs the real-node benchmark with the image of the `rouse` binary beside this one (or
+/// `--rouse`).
+fn node_scenario(cli: &Cli) -> anyhow::Result<()> {
+    use rouse_loadtest::node::{self, NodeOptions};
+    let options = NodeOptions {
+        rouse: rouse_binary(cli)?,
+        cycles: cli.node_cycles.max(1),
+        sandboxes: cli.node_sandboxes.max(1),
+        pool: cli.node_pool.max(1),
+        runtimes: cli.node_runtimes.clone(),
+        max_time: Duration::from_secs(cli.node_seconds.max(1)),
+    };
+    node::print(&node::run(&options)?);
+    Ok(())
+}
+
+/// `--rouse`, or `rouse` beside this binary.
+fn rouse_binary(cli: &Cli) -> anyhow::Result<PathBuf> {
+    Ok(match &cli.rouse {
         Some(path) => path.clone(),
         None => std::env::current_exe()?.with_file_name("rouse"),
-    };
+    })
+}
+
+/// Runs the restore benchmark against the `rouse` binary beside this one (or `--rouse`).
+fn restore_scenario(cli: &Cli) -> anyhow::Result<()> {
     let options = wake::restore::RestoreOptions {
-        rouse,
+        rouse: rouse_binary(cli)?,
         cycles: cli.cycles,
         max_time: Duration::from_secs(cli.seconds.max(60)),
         mib: cli.mib.max(1),
@@ -359,6 +407,7 @@ fn restore_scenario(cli: &Cli) -> anyhow::Result<()> {
         },
         background_restore: cli.restore_mode == RestoreModeArg::Background,
         tmpfs: cli.tmpfs,
+        matrix: cli.restore_matrix,
     };
     println!(
         "runsc {}, restore {:?}, images on {}",

@@ -21,6 +21,7 @@ use serde_json::json;
 
 use up::RouseUp;
 
+pub mod bare;
 pub mod restore;
 mod up;
 

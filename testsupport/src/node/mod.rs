@@ -186,6 +186,12 @@ impl RealNode {
         self.net.netns_path()
     }
 
+    /// The cgroup, under every v1 hierarchy's root, that holds the node's parts and its pods
+    /// (`rouse-node-<id>`; the kubelet's `cgroupRoot`).
+    pub fn cgroup(&self) -> String {
+        format!("rouse-node-{}", self.net.id)
+    }
+
     /// The run directory (logs in `logs/<part>.log`).
     pub fn dir(&self) -> &Path {
         &self.run.root
@@ -577,7 +583,10 @@ impl RealNode {
             .create(true)
             .append(true)
             .open(self.run.join(teardown::PIDS))?;
-        std::io::Write::write_all(&mut pids, format!("{pid}\n").as_bytes())?;
+        // With its start time: the tear-down kills a PID only while it is still this process
+        // (a late tear-down must not hit a later run's process that reused the number).
+        let started = teardown::start_time(pid).unwrap_or_default();
+        std::io::Write::write_all(&mut pids, format!("{pid} {started}\n").as_bytes())?;
         let cgroup = self
             .net
             .netns()
