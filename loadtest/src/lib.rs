@@ -13,5 +13,6 @@ pub mod measure;
 pub mod node;
 pub mod proxy;
 pub mod real_api;
+pub mod scale;
 pub mod scenarios;
 pub mod wake;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use rouse_loadtest::measure::{self, Budget};
 use rouse_loadtest::node::Runtime;
+use rouse_loadtest::scale::{self, Phase, Which};
 use rouse_loadtest::wake::{self, WakeOptions, WakePath};
 use rouse_loadtest::{proxy, scenarios};
 
@@ -35,6 +36,10 @@ struct Cli {
     /// Claims scenario: warm rounds.
     #[arg(long, default_value_t = 5, env = "ROUSE_LOADTEST_CLAIM_ROUNDS")]
     claim_rounds: usize,
+    /// Claims scenario: the modes to measure, in order (`standalone-one-by-one` is the path
+    /// before claims were batched, for a before/after in one run).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [ClaimMode::StandaloneOneByOne, ClaimMode::Standalone, ClaimMode::Kubernetes])]
+    claim_modes: Vec<ClaimMode>,
     /// Claims scenario: cold claims (and bare sandboxes of the baseline).
     #[arg(long, default_value_t = 20, env = "ROUSE_LOADTEST_COLD")]
     cold: usize,
@@ -45,6 +50,36 @@ struct Cli {
     /// testsupport/cluster/build.sh).
     #[arg(long, value_enum, default_value = "fake", env = "ROUSE_LOADTEST_API")]
     api: rouse_loadtest::controller::ApiServer,
+    /// scale: sandbox counts N, one full run of every controller each.
+    #[arg(long, value_delimiter = ',', default_values_t = [1000], env = "ROUSE_SCALE_SIZES")]
+    sizes: Vec<usize>,
+    /// scale: kwok nodes.
+    #[arg(long, default_value_t = 50, env = "ROUSE_SCALE_NODES")]
+    nodes: usize,
+    /// scale: the controllers, in order.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Which::Upstream, Which::Rouse])]
+    controllers: Vec<Which>,
+    /// scale: the phases to run.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Phase::Rate, Phase::Burst, Phase::Claims, Phase::Refill, Phase::Delete])]
+    phases: Vec<Phase>,
+    /// scale: sandboxes per second of the `rate` phase.
+    #[arg(long, default_value_t = 20.0)]
+    rate: f64,
+    /// scale: warm pool size (and the claims of the `refill` burst).
+    #[arg(long, default_value_t = 200)]
+    warm_pool: usize,
+    /// scale: claims of the `claims` phase.
+    #[arg(long, default_value_t = 1000)]
+    claims: usize,
+    /// scale: claims per second of the `claims` phase.
+    #[arg(long, default_value_t = 10.0)]
+    claim_rate: f64,
+    /// scale: runs of each controller, alternating which goes first.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// scale: the longest wait of one phase, in seconds.
+    #[arg(long, default_value_t = 1800)]
+    phase_seconds: u64,
     /// proxy: keep-alive connections of the HTTP load.
     #[arg(long, default_value_t = 50)]
     connections: usize,
@@ -150,6 +185,27 @@ impl std::fmt::Display for WakePathArg {
     }
 }
 
+/// A mode of the claims scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ClaimMode {
+    /// `rouse up`'s drivers on the embedded store, claims in batches (the default).
+    Standalone,
+    /// The same with `claim_batch = 1`: each claim reconciled on its own.
+    StandaloneOneByOne,
+    /// `rouse controller`'s code on the fake API server.
+    Kubernetes,
+}
+
+impl std::fmt::Display for ClaimMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClaimMode::Standalone => "standalone",
+            ClaimMode::StandaloneOneByOne => "standalone-one-by-one",
+            ClaimMode::Kubernetes => "kubernetes",
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Scenario {
     /// Hostname parsing against a naive split.
@@ -179,6 +235,11 @@ enum Scenario {
     /// L4 splice throughput of one stream, direct against the buffered copy and the kernel
     /// pipe, with the proxy's CPU per GB (`--rounds` of `--stream-ms`; not in the default set).
     Splice,
+    /// Rouse's controller against upstream agent-sandbox's on a real control plane with
+    /// kwok nodes, with the bare writes as the baseline (needs testsupport/cluster/build.sh,
+    /// testsupport/upstream/build.sh and `cargo build --release -p rouse`; not in the default
+    /// set).
+    Scale,
     /// Kubernetes mode on a real node with the Helm-installed release: wake through the cluster
     /// against the bare pod start, warm claim and cold create → Ready, the memory of the
     /// controller and proxy pods with N sandboxes (needs root, the real node's binaries and
@@ -215,6 +276,11 @@ fn main() -> anyhow::Result<()> {
         if scenario == Scenario::Controller {
             println!("== Controller");
             controller(&cli)?;
+            continue;
+        }
+        if scenario == Scenario::Scale {
+            println!("== Scale");
+            scale(&cli)?;
             continue;
         }
         if scenario == Scenario::Held {
@@ -271,6 +337,7 @@ fn main() -> anyhow::Result<()> {
                 max_time,
             })?,
             Scenario::Controller
+            | Scenario::Scale
             | Scenario::Wake
             | Scenario::Claims
             | Scenario::Held
@@ -363,12 +430,50 @@ fn claims(cli: &Cli) -> anyhow::Result<()> {
         timeout: Duration::from_secs(cli.seconds.max(60)),
     };
     let runtime = tokio::runtime::Runtime::new()?;
-    for report in [
-        runtime.block_on(rouse_loadtest::claims::standalone(&bench))?,
-        runtime.block_on(rouse_loadtest::claims::kubernetes(&bench))?,
-    ] {
+    let batch = rouse_controller::extensions::ExtensionsConfig::default().claim_batch;
+    for mode in &cli.claim_modes {
+        let report = match mode {
+            ClaimMode::Standalone => {
+                runtime.block_on(rouse_loadtest::claims::standalone(&bench, batch))?
+            }
+            ClaimMode::StandaloneOneByOne => {
+                runtime.block_on(rouse_loadtest::claims::standalone(&bench, 1))?
+            }
+            ClaimMode::Kubernetes => {
+                runtime.block_on(rouse_loadtest::claims::kubernetes(&bench))?
+            }
+        };
         rouse_loadtest::claims::print(&report);
     }
+    Ok(())
+}
+
+/// Runs the scale benchmark: both controllers on one real control plane with kwok.
+fn scale(cli: &Cli) -> anyhow::Result<()> {
+    let rouse = match &cli.rouse {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("rouse"),
+    };
+    let mut phases = cli.phases.clone();
+    phases.sort();
+    phases.dedup();
+    let options = scale::Options {
+        sizes: cli.sizes.clone(),
+        nodes: cli.nodes.max(1),
+        controllers: cli.controllers.clone(),
+        phases,
+        rate: cli.rate,
+        concurrency: cli.concurrency.max(1),
+        pool: cli.warm_pool.max(1),
+        claims: cli.claims,
+        claim_rate: cli.claim_rate,
+        repeat: cli.repeat.max(1),
+        rouse,
+        phase_deadline: Duration::from_secs(cli.phase_seconds.max(10)),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let reports = runtime.block_on(scale::run(&options))?;
+    scale::print(&reports);
     Ok(())
 }
 
