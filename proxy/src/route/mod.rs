@@ -1,35 +1,51 @@
-//! Routing: the [`Router`] every listener shares — hostname → sandbox ([`Router::resolve_host`]),
-//! hold-and-wake and dial ([`Router::connect`]), limits, activity and the config in force.
+//! Routing: the [`Router`] every listener shares, in three parts (after linkerd2-proxy's
+//! `Inbound { config, runtime, stack }`):
 //!
-//! The phases of the request path (see `docs/proxy.md`): accept → classify → **route** →
-//! **hold/wake** → **connect** → splice/proxy → account.
+//! - `settings.rs` — the config in force as one [`Snapshot`] a request reads once, and reloads;
+//! - `runtime.rs` — lifecycle (drain, hard stop, readiness, task trackers), admission limits,
+//!   held totals, the background reporter and the quiescer;
+//! - `routes.rs` — the routing table (`table.rs`, one [`Slot`] per sandbox in `slot.rs`) and
+//!   the start barrier.
+//!
+//! `connect.rs` drives the hold/wake and connect phases for one connection. The `Router`
+//! methods are the one facade over the three parts: hostname → sandbox
+//! ([`Router::resolve_host`]), hold-and-wake and dial ([`Router::connect`]), limits, activity
+//! and the config in force. The phases of the request path are listed in the `l7` module (HTTP)
+//! and `docs/architecture.md`.
 
 mod connect;
+mod routes;
+mod runtime;
+mod settings;
 mod slot;
 mod table;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use rouse_shared::names::{SandboxDomains, split_host_port};
+use rouse_shared::names::split_host_port;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub(crate) use self::connect::Place;
+use self::routes::Routes;
+pub use self::runtime::ReadinessCheck;
+use self::runtime::Runtime;
+use self::settings::Settings;
+pub(crate) use self::settings::Snapshot;
 pub use self::slot::RouteTarget;
 pub(crate) use self::slot::Slot;
+#[cfg(test)]
 use self::table::RouteTable;
 pub use crate::activity::ConnectionGuard;
-use crate::config::{Config, ConfigError, ConfigIssue};
+use crate::config::{Config, ConfigError};
 use crate::directory::{Directory, RouteState, RouteUpdate, SandboxKey};
 use crate::error::ProxyError;
 pub use crate::kind::ConnKind;
-use crate::limits::{Admission, Limits};
+use crate::limits::Admission;
 use crate::metrics as m;
 use crate::reporter::Reporter;
-use crate::wake::HeldTotals;
 
 /// The error of routing calls; the same type as every proxy error.
 pub type RouteError = ProxyError;
@@ -45,60 +61,15 @@ pub struct Upstream {
     pub guard: ConnectionGuard,
 }
 
-/// The config in force and what is derived from it.
-#[derive(Debug)]
-pub(crate) struct Snapshot {
-    /// The config.
-    pub(crate) config: Arc<Config>,
-    domains: SandboxDomains,
-    /// Counts reloads, so what was derived from an older config can be told apart.
-    pub(crate) generation: u64,
-}
-
-impl Snapshot {
-    fn new(config: Config, generation: u64) -> Result<Self, ConfigError> {
-        let routing = &config.routing;
-        let default_ns =
-            (!routing.default_namespace.is_empty()).then_some(&*routing.default_namespace);
-        let domains = SandboxDomains::new(&routing.domains, default_ns).map_err(|err| {
-            ConfigError::Invalid(vec![ConfigIssue {
-                path: "routing.domains".to_owned(),
-                line: None,
-                message: err.to_string(),
-            }])
-        })?;
-        Ok(Self {
-            config: Arc::new(config),
-            domains,
-            generation,
-        })
-    }
-}
-
+/// The three parts of the router (after linkerd2-proxy's `Inbound { config, runtime, stack }`).
 struct Inner {
-    snapshot: RwLock<Arc<Snapshot>>,
-    table: RouteTable,
-    /// The directory, background tasks and report interval, shared with connection guards.
-    reporter: Arc<Reporter>,
-    held: Arc<HeldTotals>,
-    limits: Limits,
-    tasks: TaskTracker,
-    drain: CancellationToken,
-    hard_stop: CancellationToken,
-    /// Cancelled once the directory has sent its first full list (a one-shot start barrier).
-    synced: CancellationToken,
-    /// `synced` is cancelled: read on every request without the token's lock.
-    synced_flag: AtomicBool,
-    /// Reloads so far (the generation of the next snapshot).
-    reloads: AtomicU64,
-    draining: AtomicBool,
-    quiescer: crate::quiesce::Quiescer,
-    /// What else `/readyz` asks (set once by the embedding, e.g. its store's health).
-    readiness: std::sync::OnceLock<ReadinessCheck>,
+    /// The config in force and its reloads.
+    settings: Settings,
+    /// Lifecycle, limits, held totals, background work and the quiescer.
+    runtime: Runtime,
+    /// The routing table and its start barrier.
+    routes: Routes,
 }
-
-/// A readiness check `/readyz` asks besides the proxy's own: `Ok`, or why not ready.
-pub type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// The state every listener shares: routing table, wake gates, limits, activity and config.
 ///
@@ -111,7 +82,7 @@ pub struct Router {
 impl std::fmt::Debug for Router {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Router")
-            .field("routes", &self.inner.table.len())
+            .field("routes", &self.inner.routes.table.len())
             .finish_non_exhaustive()
     }
 }
@@ -119,27 +90,14 @@ impl std::fmt::Debug for Router {
 impl Router {
     /// A router for `config`, fed by `directory` once [`Router::start_updates`] runs.
     pub fn new(config: Config, directory: impl Directory) -> Result<Self, ConfigError> {
-        let snapshot = Snapshot::new(config, 0)?;
-        let reporter = Reporter::new(
-            Arc::new(directory),
-            snapshot.config.activity.report_interval,
-        );
+        let settings = Settings::new(config)?;
+        let interval = settings.current().config.activity.report_interval;
+        let reporter = Reporter::new(Arc::new(directory), interval);
         Ok(Self {
             inner: Arc::new(Inner {
-                snapshot: RwLock::new(Arc::new(snapshot)),
-                table: RouteTable::default(),
-                reporter: Arc::new(reporter),
-                held: Arc::new(HeldTotals::default()),
-                limits: Limits::new(),
-                tasks: TaskTracker::new(),
-                drain: CancellationToken::new(),
-                hard_stop: CancellationToken::new(),
-                synced: CancellationToken::new(),
-                synced_flag: AtomicBool::new(false),
-                reloads: AtomicU64::new(0),
-                draining: AtomicBool::new(false),
-                quiescer: crate::quiesce::Quiescer::default(),
-                readiness: std::sync::OnceLock::new(),
+                settings,
+                runtime: Runtime::new(reporter),
+                routes: Routes::default(),
             }),
         })
     }
@@ -147,7 +105,7 @@ impl Router {
     /// Adds `check` to what `/readyz` asks (once; a second call is ignored and returns
     /// false): `rouse up` reports its store's health there.
     pub fn set_readiness_check(&self, check: ReadinessCheck) -> bool {
-        self.inner.readiness.set(check).is_ok()
+        self.inner.runtime.set_readiness_check(check)
     }
 
     /// Why `/readyz` fails now, if it does: routes not synced, draining, or the embedding's
@@ -156,13 +114,13 @@ impl Router {
         if !self.is_ready() {
             return Some("routes not synced yet, or draining".to_owned());
         }
-        self.inner.readiness.get().and_then(|check| check().err())
+        self.inner.runtime.embedding_ready().err()
     }
 
     /// Resets and holds upstream connections around a checkpoint of a sandbox (see
     /// [`crate::quiesce`]).
     pub fn quiescer(&self) -> &crate::quiesce::Quiescer {
-        &self.inner.quiescer
+        &self.inner.runtime.quiescer
     }
 
     /// The config in force.
@@ -172,29 +130,17 @@ impl Router {
 
     /// The config in force with what is derived from it; a request reads it once.
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
-        // Writers only swap the Arc, so a poisoned lock still holds a whole snapshot.
-        Arc::clone(
-            &self
-                .inner
-                .snapshot
-                .read()
-                .unwrap_or_else(|e| e.into_inner()),
-        )
+        self.inner.settings.current()
     }
 
     /// Puts a new config in force at once; connections in flight keep the values they read.
     /// Listener addresses are not rebound (see `Proxy::reload`).
     pub fn reload(&self, config: Config) -> Result<(), ConfigError> {
-        let generation = self.inner.reloads.fetch_add(1, Ordering::AcqRel) + 1;
-        let snapshot = Arc::new(Snapshot::new(config, generation)?);
+        let snapshot = self.inner.settings.reload(config)?;
         self.inner
+            .runtime
             .reporter
             .set_report_interval(snapshot.config.activity.report_interval);
-        *self
-            .inner
-            .snapshot
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = snapshot;
         Ok(())
     }
 
@@ -249,19 +195,16 @@ impl Router {
     /// that arrives while the proxy starts must not be told that its sandbox does not exist.
     /// Returns at once after the first sync.
     pub async fn wait_synced(&self) {
-        if self.inner.synced_flag.load(Ordering::Acquire) {
+        if self.inner.routes.is_synced() {
             return;
         }
         let deadline = self.config().wake.deadline;
-        let _ = tokio::time::timeout(deadline, self.inner.synced.cancelled()).await;
+        self.inner.routes.wait_synced(deadline).await;
     }
 
     /// The current route state of a sandbox (`None` when it is not in the table).
     pub fn route_state(&self, key: &SandboxKey) -> Option<RouteState> {
-        self.inner
-            .table
-            .get(key)
-            .map(|slot| slot.state.borrow().route.clone())
+        self.slot(key).map(|slot| slot.state.borrow().route.clone())
     }
 
     /// Admits a new client connection from `ip` unless the proxy is at
@@ -274,18 +217,18 @@ impl Router {
             total: limits.max_connections,
             per_client: limits.max_connections_per_ip,
         };
-        self.inner.limits.admit(ip, caps)
+        self.inner.runtime.limits.admit(ip, caps)
     }
 
     /// Client addresses (IPv6: /64 networks) with a connection open now, while
     /// `limits.max_connections_per_ip` counts them.
     pub fn client_addresses(&self) -> usize {
-        self.inner.limits.client_addresses()
+        self.inner.runtime.limits.client_addresses()
     }
 
     /// Client connections admitted and open now, over all listeners.
     pub fn client_connections(&self) -> usize {
-        self.inner.limits.client_connections()
+        self.inner.runtime.limits.client_connections()
     }
 
     /// Counts one request (L7) or connection (L4) from `ip` against `limits.rate_limit_per_ip`.
@@ -296,26 +239,24 @@ impl Router {
     /// [`Router::check_rate`] under the given config.
     pub(crate) fn check_rate_under(&self, config: &Config, ip: IpAddr) -> Result<(), ProxyError> {
         self.inner
+            .runtime
             .limits
             .check_rate(ip, config.limits.rate_limit_per_ip)
     }
 
     /// True once the directory has sent its first full list and until draining starts.
     pub fn is_ready(&self) -> bool {
-        self.inner.synced.is_cancelled() && !self.inner.draining.load(Ordering::Acquire)
+        self.inner.routes.is_synced() && !self.inner.runtime.draining()
     }
 
     /// Connections (and L7 requests) open to a sandbox now.
     pub fn open_connections(&self, key: &SandboxKey) -> u64 {
-        self.inner
-            .table
-            .get(key)
-            .map_or(0, |slot| slot.activity.open())
+        self.slot(key).map_or(0, |slot| slot.activity.open())
     }
 
     /// Connections held for a wake now, over all sandboxes.
     pub fn held_connections(&self) -> usize {
-        self.inner.held.total()
+        self.inner.runtime.held.total()
     }
 
     /// The live view of a sandbox's traffic: now while a connection to it is open, else when
@@ -327,9 +268,9 @@ impl Router {
     /// Spawns the task applying the directory's route updates to the table.
     pub fn start_updates(&self) {
         let router = self.clone();
-        let mut updates = self.inner.reporter.directory().updates();
-        let stop = self.inner.reporter.stop_signal().clone();
-        self.inner.reporter.spawn(async move {
+        let mut updates = self.inner.runtime.reporter.directory().updates();
+        let stop = self.inner.runtime.reporter.stop_signal().clone();
+        self.inner.runtime.reporter.spawn(async move {
             use futures::StreamExt;
             loop {
                 let update = tokio::select! {
@@ -338,14 +279,14 @@ impl Router {
                 };
                 match update {
                     Some(RouteUpdate::Synced) => {
-                        router.inner.synced.cancel();
-                        router.inner.synced_flag.store(true, Ordering::Release);
+                        router.inner.routes.mark_synced();
                     }
                     Some(RouteUpdate::Set { key, state }) => {
                         let rc = router.config().wake.release_concurrency;
-                        router.inner.table.apply(key, state, rc);
+                        let table = &router.inner.routes.table;
+                        table.apply(key, state, rc);
                         metrics::counter!(m::ROUTE_UPDATES_TOTAL).increment(1);
-                        metrics::gauge!(m::ROUTES).set(router.inner.table.len() as f64);
+                        metrics::gauge!(m::ROUTES).set(table.len() as f64);
                     }
                     None => {
                         tracing::warn!(
@@ -361,49 +302,47 @@ impl Router {
     /// Starts draining: `/readyz` fails, listeners stop accepting and client connections
     /// finish their in-flight work.
     pub fn start_drain(&self) {
-        self.inner.draining.store(true, Ordering::Release);
-        self.inner.drain.cancel();
+        self.inner.runtime.start_drain();
     }
 
     /// Ends the drain: connections still open are closed.
     pub fn stop_now(&self) {
-        self.start_drain();
-        self.inner.hard_stop.cancel();
+        self.inner.runtime.stop_now();
     }
 
     /// Cancelled when draining starts: stop accepting, finish in-flight work.
     pub fn drain_signal(&self) -> CancellationToken {
-        self.inner.drain.clone()
+        self.inner.runtime.drain.clone()
     }
 
     /// Cancelled when the drain deadline passes: close every connection now.
     pub fn hard_stop(&self) -> CancellationToken {
-        self.inner.hard_stop.clone()
+        self.inner.runtime.hard_stop.clone()
     }
 
     /// Stops background work (route updates, activity reporters) and waits for it.
     pub async fn stop_background(&self) {
-        self.inner.reporter.stop().await;
+        self.inner.runtime.reporter.stop().await;
     }
 
     /// The tracker owning accept loops and per-connection tasks; a drain waits for them.
     pub fn tasks(&self) -> TaskTracker {
-        self.inner.tasks.clone()
+        self.inner.runtime.tasks.clone()
     }
 
     /// The tracker owning background work (route updates, wakes, activity, admin).
     pub(crate) fn background_tasks(&self) -> TaskTracker {
-        self.inner.reporter.tasks().clone()
+        self.inner.runtime.reporter.tasks().clone()
     }
 
     /// Cancelled when background work must stop.
     pub fn background_stop(&self) -> CancellationToken {
-        self.inner.reporter.stop_signal().clone()
+        self.inner.runtime.reporter.stop_signal().clone()
     }
 
     /// The directory routes come from.
     pub fn directory(&self) -> &Arc<dyn Directory> {
-        self.inner.reporter.directory()
+        self.inner.runtime.reporter.directory()
     }
 
     /// Hold/wake and connect without counting a connection (the L7 pool counts requests).
@@ -436,10 +375,10 @@ impl Router {
     fn phases<'a>(&'a self, config: &'a Config) -> connect::Phases<'a> {
         connect::Phases {
             wake: &config.wake,
-            held: &self.inner.held,
-            reporter: &self.inner.reporter,
-            drain: &self.inner.drain,
-            quiescer: &self.inner.quiescer,
+            held: &self.inner.runtime.held,
+            reporter: &self.inner.runtime.reporter,
+            drain: &self.inner.runtime.drain,
+            quiescer: &self.inner.runtime.quiescer,
             place: None,
         }
     }
@@ -462,18 +401,7 @@ impl Router {
     /// The slot of `target`'s sandbox when a request to it would be held now: the routes are
     /// loaded and it is suspended with wake-on-connect, or starting without an address.
     pub(crate) fn slot_to_hold(&self, target: &RouteTarget) -> Option<Arc<Slot>> {
-        if !self.inner.synced_flag.load(Ordering::Acquire) {
-            return None;
-        }
-        let slot = self.slot(&target.key)?;
-        let held = matches!(
-            slot.state.borrow().route,
-            RouteState::Suspended {
-                wake_on_connect: true,
-                ..
-            } | RouteState::Starting { endpoint: None }
-        );
-        held.then_some(slot)
+        self.inner.routes.slot_to_hold(&target.key)
     }
 
     /// Hold/wake without dialling: returns once the slot's sandbox is dialable (or with the
@@ -499,17 +427,17 @@ impl Router {
 
     #[cfg(test)]
     pub(crate) fn table_for_tests(&self) -> &RouteTable {
-        &self.inner.table
+        &self.inner.routes.table
     }
 
     pub(crate) fn slot(&self, key: &SandboxKey) -> Option<Arc<Slot>> {
-        self.inner.table.get(key)
+        self.inner.routes.slot(key)
     }
 
     /// Changes whenever a slot enters or leaves the routing table: a slot looked up at the
     /// same version is still the table's slot for its sandbox.
     pub(crate) fn table_version(&self) -> u64 {
-        self.inner.table.version()
+        self.inner.routes.table.version()
     }
 
     /// A guard counting an open connection to a sandbox without dialing (L7 requests ride on
@@ -523,7 +451,7 @@ impl Router {
     pub(crate) fn guard_of(&self, slot: &Slot, kind: ConnKind) -> ConnectionGuard {
         ConnectionGuard::new(
             Arc::clone(&slot.activity),
-            Arc::clone(&self.inner.reporter),
+            Arc::clone(&self.inner.runtime.reporter),
             kind,
         )
     }
