@@ -21,17 +21,20 @@ use std::time::{Duration, Instant};
 
 use rouse_testsupport::cluster;
 use rouse_testsupport::image;
+use rouse_testsupport::node::NODE_NAME;
 use rouse_testsupport::upstream::{Programs, Supervised};
 
 use super::{Release, block_on, kubectl};
 pub use results::{Outcome, Results};
 
-/// Upstream's tests of `test/e2e/extensions` that need the real node, with the settings below.
+/// Upstream's tests that need the real node (of `test/e2e` and `test/e2e/extensions`), with
+/// the settings below.
 /// Not here: `TestRuntimeClassLifecycle`, whose check that the pool reports fewer Ready members
 /// than replicas after a claim polls once a second, while a gVisor member here is replaced and
 /// Ready within that second (it fails the same way against upstream's own controller; see
 /// docs/testing.md).
 pub const NODE_TESTS: &[&str] = &[
+    "TestRunChromeSandbox",
     "TestRunPythonRuntimeSandbox",
     "TestRunPythonRuntimeSandboxClaim",
     "TestRunPythonRuntimeSandboxWarmpool",
@@ -51,6 +54,9 @@ fn chosen_tests() -> Vec<String> {
         _ => NODE_TESTS.iter().map(|t| (*t).to_owned()).collect(),
     }
 }
+
+/// The test that needs the Chrome stand-in (Debian's `chromium-headless-shell`).
+const CHROME_TEST: &str = "TestRunChromeSandbox";
 
 /// Upstream's knobs for its RuntimeClass tests: gVisor, the pause workload (upstream's
 /// `SANDBOX_WORKLOAD_SEC=0`), and one burst of a pool of 2 (four claims, two past the pool).
@@ -75,11 +81,22 @@ pub fn run(release: &Release, test: &str) -> Option<Vec<(String, Outcome)>> {
         Err(missing) => panic!("{test}: upstream's suites are required (CI is set): {missing:#}"),
     };
     let started = Instant::now();
-    let images = [
+    let mut tests = chosen_tests();
+    let mut images = vec![
         image::upstream_python_runtime_image(),
         image::upstream_sandboxd_image(&programs.sandboxd),
         image::upstream_pause_image(),
     ];
+    if tests.iter().any(|t| t == CHROME_TEST) {
+        match image::upstream_chrome_image() {
+            Ok(chrome) => images.push(Ok(chrome)),
+            Err(missing) if !cluster::required() => {
+                eprintln!("{test}: not running {CHROME_TEST}: {missing}");
+                tests.retain(|t| t != CHROME_TEST);
+            }
+            Err(missing) => panic!("{test}: {CHROME_TEST} is required (CI is set): {missing}"),
+        }
+    }
     for built in images {
         let built = built.expect("build a stand-in image");
         release
@@ -89,6 +106,7 @@ pub fn run(release: &Release, test: &str) -> Option<Vec<(String, Outcome)>> {
     }
     block_on(async { stand_in::install(&release.client().await).await })
         .expect("install the framework's stand-ins");
+    provider_id_stand_in(release);
     eprintln!(
         "{test}: stand-in images imported in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -98,16 +116,48 @@ pub fn run(release: &Release, test: &str) -> Option<Vec<(String, Outcome)>> {
         .prefix("rouse-upstream-node-")
         .tempdir()
         .expect("temporary directory");
-    let tests = chosen_tests();
     let _upstream = (std::env::var("ROUSE_UPSTREAM_NODE_CONTROLLER").as_deref() == Ok("upstream"))
         .then(|| upstream_controller(release, &programs, dir.path()));
-    let results = run_suite(release, &programs, &tests, dir.path());
+    // Both suites with the same pattern: a binary holding none of the tests runs nothing.
+    let mut output = String::new();
+    for (binary, name) in [
+        (&programs.e2e, "e2e-node"),
+        (&programs.e2e_extensions, "e2e-extensions-node"),
+    ] {
+        output.push_str(&run_suite(release, binary, name, &tests, dir.path()));
+    }
+    let results = Results::parse(&output);
+    if tests.iter().any(|t| results.outcome(t) != Outcome::Pass) {
+        // The suites' own account of what went wrong, past the test harness's capture.
+        let _ = std::io::stderr().write_all(tail_lines(&output, 200).as_bytes());
+    }
     let mut outcomes: Vec<(String, Outcome)> = tests
         .iter()
         .map(|name| (name.clone(), results.outcome(name)))
         .collect();
     outcomes.extend(results.subtests().map(|(s, o)| (s.to_owned(), o)));
     Some(outcomes)
+}
+
+/// The providerID the node gets when it has none: the framework asks whether the cluster is
+/// kind (to collect node logs) and fails the test on a node whose providerID names neither
+/// kind nor GCE; a GCE one makes it skip the collection, which needs kind's node containers.
+/// Written once (the field is immutable once set); nothing else on the node reads it.
+const PROVIDER_ID: &str = "gce://rouse-stand-in/none/rouse-node";
+
+/// Sets the node's providerID to [`PROVIDER_ID`] unless it has one.
+fn provider_id_stand_in(release: &Release) {
+    let current = release.kubectl(&[
+        "get",
+        "node",
+        NODE_NAME,
+        "-o",
+        "jsonpath={.spec.providerID}",
+    ]);
+    if current.trim().is_empty() {
+        let patch = format!(r#"{{"spec":{{"providerID":"{PROVIDER_ID}"}}}}"#);
+        release.kubectl(&["patch", "node", NODE_NAME, "-p", &patch]);
+    }
 }
 
 /// Upstream's controller in place of the release's (which is scaled to zero and stays so: the
@@ -144,8 +194,8 @@ fn upstream_controller(release: &Release, programs: &Programs, dir: &Path) -> Su
     .expect("start upstream's controller")
 }
 
-/// `e2e-extensions.test` for `tests` in the node's network namespace; its results.
-fn run_suite(release: &Release, programs: &Programs, tests: &[String], dir: &Path) -> Results {
+/// Upstream's suite `binary` for `tests` in the node's network namespace; its output.
+fn run_suite(release: &Release, binary: &Path, name: &str, tests: &[String], dir: &Path) -> String {
     let kubectl_dir = kubectl()
         .parent()
         .map(Path::to_path_buf)
@@ -161,7 +211,7 @@ fn run_suite(release: &Release, programs: &Programs, tests: &[String], dir: &Pat
     command
         .arg(format!("--net={}", release.node.netns_path()))
         .arg("--")
-        .arg(&programs.e2e_extensions)
+        .arg(binary)
         .arg("-test.v")
         .arg(format!("-test.run={pattern}"))
         .arg("-test.parallel=1")
@@ -177,14 +227,13 @@ fn run_suite(release: &Release, programs: &Programs, tests: &[String], dir: &Pat
     for (key, value) in SETTINGS {
         command.env(key, value);
     }
-    let mut run = Supervised::spawn("e2e-extensions-node", &mut command, dir)
-        .expect("start upstream's suite");
+    let mut run = Supervised::spawn(name, &mut command, dir).expect("start upstream's suite");
     let end = Instant::now() + SUITE_DEADLINE;
     while run.exited().is_none() {
         if Instant::now() >= end {
             let tail = run.log_tail(60);
             drop(run);
-            panic!("upstream's suite ran longer than {SUITE_DEADLINE:?}:\n{tail}");
+            panic!("upstream's {name} suite ran longer than {SUITE_DEADLINE:?}:\n{tail}");
         }
         // A poll with a deadline: the suite's own steps take seconds to minutes.
         std::thread::sleep(Duration::from_millis(500));
@@ -193,15 +242,10 @@ fn run_suite(release: &Release, programs: &Programs, tests: &[String], dir: &Pat
     if let Some(keep) = std::env::var_os("ROUSE_UPSTREAM_E2E_LOGS") {
         let keep = PathBuf::from(keep);
         if std::fs::create_dir_all(&keep).is_ok() {
-            let _ = std::fs::copy(run.log(), keep.join("e2e-extensions-node.log"));
+            let _ = std::fs::copy(run.log(), keep.join(format!("{name}.log")));
         }
     }
-    let results = Results::parse(&output);
-    if tests.iter().any(|t| results.outcome(t) != Outcome::Pass) {
-        // The suite's own account of what went wrong, past the test harness's capture.
-        let _ = std::io::stderr().write_all(tail_lines(&output, 200).as_bytes());
-    }
-    results
+    output
 }
 
 /// The last `n` lines of `text`.

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use rouse_testsupport::image::{
-    self, ArchiveContents, LayerEntry, SANDBOX_RUNTIME_PATH, UPSTREAM_PAUSE,
+    self, ArchiveContents, LayerEntry, SANDBOX_RUNTIME_PATH, UPSTREAM_CHROME, UPSTREAM_PAUSE,
     UPSTREAM_PYTHON_RUNTIME, UPSTREAM_SANDBOXD, inspect, read_layer_file,
 };
 use serde_json::json;
@@ -27,6 +27,8 @@ fn the_names_are_those_upstreams_tests_reference() {
     );
     assert_eq!(UPSTREAM_SANDBOXD, "kind.local/sandboxd:latest");
     assert_eq!(UPSTREAM_PAUSE, "registry.k8s.io/pause:3.10");
+    // test/e2e/chromesandbox_test.go: `%schrome-sandbox:%s`.
+    assert_eq!(UPSTREAM_CHROME, "kind.local/chrome-sandbox:latest");
 }
 
 #[test]
@@ -93,4 +95,52 @@ fn pause_stand_in_is_the_pause_program_under_kubernetes_name() {
     let paths: Vec<&str> = contents.layer.keys().map(String::as_str).collect();
     assert_eq!(paths, ["/pause"]);
     assert_eq!(contents.config["config"]["Entrypoint"], json!(["/pause"]));
+}
+
+#[test]
+fn chrome_stand_in_holds_chromium_and_the_entrypoint_the_test_probes() {
+    let chromium = Path::new("/usr/lib/chromium/chromium-headless-shell");
+    if !chromium.is_file() {
+        assert!(
+            !rouse_testsupport::cluster::required(),
+            "{} missing: install Debian's chromium-headless-shell (required under CI)",
+            chromium.display()
+        );
+        eprintln!("skipping: {} missing", chromium.display());
+        return;
+    }
+    let built = image::upstream_chrome_image().expect("the stand-in");
+    let contents = inspect(&built.archive).expect("a valid archive");
+    assert_eq!(contents.name, UPSTREAM_CHROME);
+    assert_eq!(
+        entry(&contents, "/usr/lib/chromium/chromium-headless-shell").mode,
+        0o755
+    );
+    for data in ["icudtl.dat", "resources.pak", "v8_context_snapshot.bin"] {
+        assert_eq!(
+            entry(&contents, &format!("/usr/lib/chromium/{data}")).kind,
+            '0'
+        );
+    }
+    assert!(
+        !contents
+            .layer
+            .contains_key("/usr/lib/chromium/libVkLayer_khronos_validation.so"),
+        "the validation layer is left out"
+    );
+    // The readiness probe upstream's test sets: `/chrome-sandbox-entrypoint probe`.
+    let script = entry(&contents, "/chrome-sandbox-entrypoint");
+    assert_eq!((script.kind, script.mode), ('0', 0o755));
+    let text = read_layer_file(&built.archive, "/chrome-sandbox-entrypoint").expect("script");
+    let text = String::from_utf8_lossy(&text);
+    assert!(text.contains("--remote-debugging-port=9222"), "{text}");
+    assert!(text.contains("probe"), "{text}");
+    assert_eq!(
+        entry(&contents, "/usr/bin/wget").link.as_deref(),
+        Some("/bin/busybox"),
+        "the probe's wget"
+    );
+    let config = &contents.config["config"];
+    assert_eq!(config["Entrypoint"], json!(["/chrome-sandbox-entrypoint"]));
+    assert_eq!(config["ExposedPorts"], json!({"9222/tcp": {}}));
 }

@@ -45,8 +45,9 @@ pub use recipes::{
     rouse_image,
 };
 pub use upstream::{
-    UPSTREAM_PAUSE, UPSTREAM_PYTHON_RUNTIME, UPSTREAM_SANDBOXD, upstream_pause_image,
-    upstream_python_runtime_image, upstream_sandboxd_image,
+    UPSTREAM_CHROME, UPSTREAM_PAUSE, UPSTREAM_PYTHON_RUNTIME, UPSTREAM_SANDBOXD,
+    upstream_chrome_image, upstream_pause_image, upstream_python_runtime_image,
+    upstream_sandboxd_image,
 };
 
 /// A failure to build, read or import an image; each names what it was working on.

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::recipes::{pause_binary, python_base, with_busybox};
-use super::{Image, ImageBuilder, Result, SANDBOX_RUNTIME_PATH};
+use super::{Error, Image, ImageBuilder, Result, SANDBOX_RUNTIME_PATH};
 
 /// The name upstream's Python runtime tests use (`test/e2e/extensions/pythonruntime_test.go`).
 pub const UPSTREAM_PYTHON_RUNTIME: &str = "kind.local/python-runtime-sandbox:latest";
@@ -16,6 +16,22 @@ pub const UPSTREAM_SANDBOXD: &str = "kind.local/sandboxd:latest";
 
 /// The pause image upstream's RuntimeClass tests run (`runtime_class_test.go`).
 pub const UPSTREAM_PAUSE: &str = "registry.k8s.io/pause:3.10";
+
+/// The name upstream's Chrome test uses (`test/e2e/chromesandbox_test.go`).
+pub const UPSTREAM_CHROME: &str = "kind.local/chrome-sandbox:latest";
+
+/// Debian's headless Chromium (`chromium-headless-shell`, with `chromium-common`'s files).
+const CHROMIUM_DIR: &str = "/usr/lib/chromium";
+/// Its program.
+const CHROMIUM: &str = "/usr/lib/chromium/chromium-headless-shell";
+/// Vulkan's validation layer: a debugging aid, 23 MB Chromium never loads by itself.
+const CHROMIUM_EXCLUDES: &[&str] = &[
+    "libVkLayer_khronos_validation.so",
+    "libVkLayer_khronos_validation.so.TOC",
+];
+
+/// The Chrome stand-in's entrypoint (ours).
+const CHROME_ENTRYPOINT: &str = include_str!("../../image/chrome-sandbox-entrypoint.sh");
 
 /// The non-root user upstream's runtime images run as (`USER 1000`).
 const UPSTREAM_USER: u32 = 1000;
@@ -71,6 +87,46 @@ pub fn upstream_pause_image() -> Result<Image> {
         .entrypoint(["/pause"])
         .build()?;
     Ok(image(archive, UPSTREAM_PAUSE))
+}
+
+/// `kind.local/chrome-sandbox:latest`: Debian's headless Chromium (`/usr/lib/chromium`, the
+/// package `chromium-headless-shell`) with the shared libraries of it and of its modules,
+/// busybox, and `/chrome-sandbox-entrypoint` (`testsupport/image/chrome-sandbox-entrypoint.sh`):
+/// without arguments it runs Chromium with its DevTools endpoint on 127.0.0.1:9222, with
+/// `probe` it checks that endpoint answers (the readiness probe upstream's test sets).
+pub fn upstream_chrome_image() -> Result<Image> {
+    let dir = Path::new(CHROMIUM_DIR);
+    if !Path::new(CHROMIUM).is_file() {
+        return Err(Error::HostRead {
+            path: CHROMIUM.into(),
+            source: std::io::Error::other("missing: install Debian's chromium-headless-shell"),
+        });
+    }
+    let mut builder = with_busybox(ImageBuilder::new(UPSTREAM_CHROME))?
+        .dir(dir, CHROMIUM_DIR)
+        .libs_of(CHROMIUM);
+    for excluded in CHROMIUM_EXCLUDES {
+        builder = builder.exclude(&format!("{CHROMIUM_DIR}/{excluded}"));
+    }
+    let listing = std::fs::read_dir(dir).map_err(|source| Error::HostRead {
+        path: dir.to_owned(),
+        source,
+    })?;
+    for entry in listing.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".so") && !CHROMIUM_EXCLUDES.contains(&name.as_str()) {
+            builder = builder.libs_of(entry.path());
+        }
+    }
+    let archive = builder
+        .text("/chrome-sandbox-entrypoint", CHROME_ENTRYPOINT, 0o755)
+        .empty_dir("/tmp", 0o1777)
+        .empty_dir("/root", 0o700)
+        .env("HOME", "/root")
+        .expose(9222)
+        .entrypoint(["/chrome-sandbox-entrypoint"])
+        .build()?;
+    Ok(image(archive, UPSTREAM_CHROME))
 }
 
 fn image(archive: std::path::PathBuf, name: &str) -> Image {
