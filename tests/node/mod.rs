@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod sdk;
+pub mod upstream;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
