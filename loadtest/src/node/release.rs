@@ -9,16 +9,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::core::v1::Service;
-use kube::{Api, Client};
-use rouse_testsupport::cluster;
+use kube::Client;
 use rouse_testsupport::image;
-use rouse_testsupport::node::{NodeBinaries, RealNode};
+use rouse_testsupport::node::{NodeBinaries, RealNode, release};
 
-/// The release's namespace (the chart's documented one).
-pub const RELEASE_NAMESPACE: &str = "rouse-system";
-/// The proxy's sandbox domain in the chart's default config.
-pub const DOMAIN: &str = "sandbox.example.com";
+pub use rouse_testsupport::node::release::{DOMAIN, RELEASE_NAMESPACE};
 
 /// The node with the release installed; the node is torn down when this is dropped.
 pub struct Release {
@@ -61,12 +56,12 @@ impl Release {
         let node = RealNode::start(&images)?;
         let node_start = started.elapsed();
         let started = Instant::now();
-        install(&node)?;
+        release::helm_install(&node)?;
         let install = started.elapsed();
         let port = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
-            .block_on(node_port(&node))?;
+            .block_on(release::proxy_node_port(&node))?;
         Ok(Self {
             proxy: SocketAddr::from((node.node_ip(), port)),
             node,
@@ -109,44 +104,4 @@ fn stripped(rouse: &Path) -> Result<PathBuf> {
         bail!("objcopy --strip-debug {} failed", rouse.display());
     }
     Ok(out)
-}
-
-/// `helm install` of the chart exactly as tests/node/mod.rs does, waiting for every
-/// Deployment.
-fn install(node: &RealNode) -> Result<()> {
-    let helm = cluster::helm_binary()?;
-    let chart = cluster::deploy_dir().join("helm/rouse");
-    let out = Command::new(&helm)
-        .args(["install", "rouse"])
-        .arg(&chart)
-        .args(["--namespace", RELEASE_NAMESPACE, "--create-namespace"])
-        .args(["--set", "image.repository=registry.local/rouse"])
-        .args(["--set", "image.tag=dev"])
-        .args(["--set", "image.pullPolicy=Never"])
-        .args(["--set", "runtimeClasses.gvisor=true"])
-        .args(["--set", "proxy.service.type=NodePort"])
-        .args(["--wait", "--timeout", "180s"])
-        .env("KUBECONFIG", node.kubeconfig())
-        .output()
-        .context("run helm")?;
-    if !out.status.success() {
-        bail!(
-            "helm install failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
-}
-
-/// The proxy Service's NodePort.
-async fn node_port(node: &RealNode) -> Result<u16> {
-    let services: Api<Service> = Api::namespaced(node.client().await?, RELEASE_NAMESPACE);
-    let service = services.get("rouse-proxy").await?;
-    let port = service
-        .spec
-        .and_then(|s| s.ports)
-        .and_then(|p| p.first().and_then(|p| p.node_port))
-        .context("the proxy Service has no NodePort")?;
-    u16::try_from(port).context("NodePort out of range")
 }

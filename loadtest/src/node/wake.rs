@@ -49,15 +49,7 @@ pub struct WakeSide {
 impl WakeSide {
     /// Per cycle, the wake minus the bare start measured right before it, in ms, sorted.
     pub fn paired_overhead_ms(&self) -> Vec<f64> {
-        let mut paired: Vec<f64> = self
-            .wake
-            .samples
-            .iter()
-            .zip(&self.bare.samples)
-            .map(|(wake, bare)| (wake.as_secs_f64() - bare.as_secs_f64()) * 1e3)
-            .collect();
-        paired.sort_by(f64::total_cmp);
-        paired
+        crate::wake::paired_ms(&self.wake, &self.bare)
     }
 }
 

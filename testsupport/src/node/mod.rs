@@ -13,6 +13,7 @@
 pub mod dns;
 mod files;
 mod net;
+pub mod release;
 mod teardown;
 
 use std::fs::File;
