@@ -105,7 +105,6 @@ impl Bare {
     /// `checkpoint`, `times` times: how long each `runsc checkpoint` took.
     pub fn checkpoints(
         &self,
-        name: &'static str,
         from: &Path,
         into: &Path,
         flags: &[&str],
@@ -115,12 +114,7 @@ impl Bare {
         for _ in 0..times {
             let _ = std::fs::remove_dir_all(into);
             std::fs::create_dir_all(into)?;
-            let variant = Variant {
-                name,
-                image: from,
-                flags: &[],
-            };
-            let mut child = self.spawn(&variant)?;
+            let mut child = self.spawn(&variant("restore to checkpoint", from, &[]))?;
             let ready = answered(self.addr(), Instant::now() + DEADLINE);
             let t = Instant::now();
             let status = ready.and_then(|()| {
@@ -137,13 +131,16 @@ impl Bare {
             });
             let took = t.elapsed();
             self.stop(&mut child);
-            let status = status.with_context(|| format!("checkpoint ({name})"))?;
+            let status = status.with_context(|| format!("checkpoint {flags:?}"))?;
             if !status.success() {
                 bail!("runsc checkpoint {flags:?} failed: {status}");
             }
             samples.push(took);
         }
-        Ok(Latencies { name, samples })
+        Ok(Latencies {
+            name: "checkpoint",
+            samples,
+        })
     }
 
     fn addr(&self) -> SocketAddr {
@@ -219,18 +216,10 @@ pub fn matrix(
     let direct = work.path().join("direct");
     let flate = work.path().join("flate");
     let times = cycles.clamp(1, 3);
-    let written = [
-        bare.checkpoints("checkpoint", image, &plain, &[], times)?,
-        bare.checkpoints("checkpoint", image, &direct, &["--direct"], times)?,
-        bare.checkpoints(
-            "checkpoint",
-            image,
-            &flate,
-            &["--compression=flate-best-speed"],
-            times,
-        )?,
-    ];
-    let [plain_written, direct_written, flate_written] = written;
+    let plain_written = bare.checkpoints(image, &plain, &[], times)?;
+    let direct_written = bare.checkpoints(image, &direct, &["--direct"], times)?;
+    let flate_flags = ["--compression=flate-best-speed"];
+    let flate_written = bare.checkpoints(image, &flate, &flate_flags, times)?;
     let variants: [(Variant<'_>, Option<Latencies>); 7] = [
         (
             variant("uncompressed, disk", &plain, &[]),
