@@ -1,6 +1,6 @@
 //! The system under test: a real node of `rouse_testsupport::node` with the pause, Python
 //! runtime and Rouse images (the Rouse image packed from the given `rouse` binary), and the
-//! Helm chart installed on it as the end-to-end suite installs it (tests/node/mod.rs): the
+//! Helm chart installed on it by `rouse_testsupport::node::release`, as the end-to-end suite installs it: the
 //! local image, the RuntimeClass `gvisor`, the proxy's Service on a NodePort.
 
 use std::net::SocketAddr;
