@@ -9,10 +9,10 @@
 
 pub mod api;
 pub mod claim;
+pub mod drive;
 pub mod extensions;
 pub mod platform;
 pub mod pool;
-mod queue;
 pub mod run;
 pub mod sandbox;
 pub mod snapshot;

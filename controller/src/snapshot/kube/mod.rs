@@ -36,6 +36,7 @@ use tracing::{Instrument, warn};
 use super::kube_owned::SNAPSHOT_UID_LABEL;
 use super::kube_plan::{KubePlan, in_progress};
 use super::{kube_csi, kube_gke};
+use crate::drive::{KeyedBackoff, RetryBackoff};
 use crate::status::status_patch;
 
 /// Which provider takes `SandboxSnapshot`s in Kubernetes mode.
@@ -135,7 +136,7 @@ struct Context {
     /// them; `None` when the cluster does not serve the kind.
     owned: Option<Cache<DynamicObject>>,
     /// Consecutive failures per snapshot, for the backoff (cleared on success).
-    failures: std::sync::Mutex<std::collections::HashMap<ObjectKey, u32>>,
+    failures: KeyedBackoff<ObjectKey>,
 }
 
 /// Runs the snapshot controller on `feed` until `stop`.
@@ -178,12 +179,16 @@ pub async fn run(
             "the cluster does not serve the kind this snapshot provider makes; snapshots will fail"
         );
     }
+    let failures = KeyedBackoff::new(RetryBackoff {
+        min: config.retry_min,
+        max: RETRY_MAX,
+    });
     let ctx = Arc::new(Context {
         store: KubeStore::new(client.clone()),
         client,
         config,
         owned: owned_cache,
-        failures: std::sync::Mutex::new(std::collections::HashMap::new()),
+        failures,
     });
     let running = controller
         .graceful_shutdown_on(stop.clone().cancelled_owned())
@@ -222,15 +227,7 @@ fn error_policy(
     ctx: Arc<Context>,
 ) -> Action {
     let key = ObjectKey::of(snapshot.as_ref());
-    let attempts = crate::run::context::count_failure(
-        &mut ctx.failures.lock().unwrap_or_else(|e| e.into_inner()),
-        &key,
-    );
-    let delay = ctx
-        .config
-        .retry_min
-        .saturating_mul(1u32 << attempts.min(16).saturating_sub(1))
-        .min(RETRY_MAX);
+    let (_, delay) = ctx.failures.failed(&key);
     warn!(snapshot.key = %key, %error, retry.after_ms = delay.as_millis() as u64, "snapshot reconcile failed");
     metrics::counter!("rouse_controller_snapshot_reconciles_total", "result" => error.metric_label())
         .increment(1);
@@ -255,10 +252,7 @@ async fn reconcile(
     .instrument(span)
     .await;
     if result.is_ok() {
-        ctx.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
+        ctx.failures.succeeded(&key);
         metrics::counter!("rouse_controller_snapshot_reconciles_total", "result" => "ok")
             .increment(1);
     }
