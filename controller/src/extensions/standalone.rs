@@ -21,10 +21,10 @@ use rouse_shared::store::{ObjectKey, Store};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::ExtensionsConfig;
 use super::claims::claim_batch;
 use super::router::{Router, Work};
-use crate::claim::{AdoptionWrites, Reservations, reconcile_claim};
+use super::{ExtensionsConfig, ExtensionsStore};
+use crate::claim::{Reservations, reconcile_claim};
 use crate::drive::RetryBackoff;
 use crate::drive::driver::{self, DriveConfig, Job, Reconciler};
 use crate::drive::queue::{Outcome, Queue};
@@ -41,29 +41,6 @@ enum Event {
     Claim(Change<SandboxClaim>),
     Pool(Change<SandboxWarmPool>),
     Template(Change<SandboxTemplate>),
-}
-
-/// The object kinds the driver needs from its store.
-pub trait ExtensionsStore:
-    Store<Sandbox>
-    + Store<SandboxClaim>
-    + Store<SandboxWarmPool>
-    + Store<SandboxTemplate>
-    + AdoptionWrites
-    + Clone
-    + 'static
-{
-}
-
-impl<S> ExtensionsStore for S where
-    S: Store<Sandbox>
-        + Store<SandboxClaim>
-        + Store<SandboxWarmPool>
-        + Store<SandboxTemplate>
-        + AdoptionWrites
-        + Clone
-        + 'static
-{
 }
 
 /// Reconciles the store's pools and claims until `shutdown`.
