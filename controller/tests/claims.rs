@@ -925,3 +925,131 @@ async fn kubernetes_controllers_bind_claims_and_manage_the_network_policy() {
         .expect("controller task")
         .expect("controller");
 }
+
+/// A burst of claims on the Kubernetes controllers, through a lagging watch: every claim
+/// adopts a distinct Ready member, and the members are read from the member cache rather
+/// than listed once per claim, so concurrent claims do not race each other for members a
+/// moment-old list still shows (each lost race is a refused re-own and another list).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_claim_burst_adopts_without_a_conflict_storm() {
+    use rouse_controller::run::{self, ControllerConfig, Probes};
+    use rouse_testsupport::kube::{FakeKubelet, KubeletOptions};
+    const N: usize = 40;
+
+    let server = FakeApiServer::start().await.expect("fake api server");
+    server.set_watch_delay(Duration::from_millis(100));
+    let _kubelet = FakeKubelet::start(&server, KubeletOptions::default());
+    let client = server.client().expect("client");
+    let store = KubeStore::new(client.clone());
+    let shutdown = CancellationToken::new();
+    let config = ControllerConfig {
+        namespace: Some(NS.into()),
+        ..ControllerConfig::default()
+    };
+    let controller = tokio::spawn(run::run(
+        client,
+        store.clone(),
+        config,
+        Probes::default(),
+        shutdown.clone(),
+    ));
+    Store::<SandboxTemplate>::create(&store, &template("python"))
+        .await
+        .expect("template");
+    Store::<SandboxWarmPool>::create(&store, &pool("runners", "python", N as i32))
+        .await
+        .expect("pool");
+    pool_ready(&store, "runners", N as i32).await;
+    let stop_tracking = CancellationToken::new();
+    let (max_members, tracker) = track_members(store.clone(), stop_tracking.clone());
+
+    server.reset_requests();
+    let creates = (0..N).map(|i| {
+        let store = store.clone();
+        async move {
+            Store::<SandboxClaim>::create(&store, &claim(&format!("burst-{i}"), "runners")).await
+        }
+    });
+    for created in futures::future::join_all(creates).await {
+        created.expect("create claim");
+    }
+    let claims: Vec<SandboxClaim> = wait_for("every claim of the burst Ready", || async {
+        let list = Store::<SandboxClaim>::list(&store, &ListParams::namespace(NS))
+            .await
+            .map_err(|e| e.to_string())?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|c| {
+                c.status
+                    .as_ref()
+                    .is_some_and(|s| s.sandbox.is_some() && is_ready(&s.conditions))
+            })
+            .count();
+        if ready == N {
+            Ok(list.items)
+        } else {
+            Err(format!("{ready} of {N}"))
+        }
+    })
+    .await;
+    let requests = server.requests();
+    let bound: BTreeSet<String> = claims
+        .iter()
+        .filter_map(|c| c.status.as_ref()?.sandbox.as_ref().map(|s| s.name.clone()))
+        .collect();
+    assert_eq!(bound.len(), N, "every claim has its own sandbox");
+    let sandboxes = Store::<Sandbox>::list(&store, &ListParams::namespace(NS))
+        .await
+        .expect("sandboxes");
+    let mut controlled: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for s in &sandboxes.items {
+        if let Some(owner) = s
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true) && o.kind == "SandboxClaim")
+        {
+            controlled
+                .entry(owner.name.clone())
+                .or_default()
+                .push(s.name_any());
+        }
+    }
+    for (claim, sandboxes) in &controlled {
+        assert_eq!(sandboxes.len(), 1, "{claim} controls {sandboxes:?}");
+    }
+    for name in &bound {
+        let s: Sandbox = get(&store, name).await.expect("bound sandbox");
+        assert_eq!(
+            s.labels().get(LAUNCH_TYPE).map(String::as_str),
+            Some("warm"),
+            "{name} was adopted from the pool"
+        );
+    }
+    // One re-own per claim, give or take a member whose version moved under a lagging
+    // watch; a storm of refused re-owns (each with another list) is what this guards against.
+    let all: Vec<String> = requests
+        .all()
+        .map(|(v, r, n)| format!("{v} {r} {n}"))
+        .collect();
+    let reowns = requests.count("patch", "sandboxes");
+    assert!(
+        reowns <= (N + N / 10) as u64,
+        "{reowns} member patches for {N} claims: {all:?}"
+    );
+    // The pool refills one member per adoption, never more.
+    assert!(
+        requests.count("create", "sandboxes") <= N as u64,
+        "sandboxes created beyond the adoptions: {all:?}"
+    );
+    pool_ready(&store, "runners", N as i32).await;
+    stop_tracking.cancel();
+    tracker.await.expect("tracker");
+    let most = max_members.load(Ordering::SeqCst);
+    assert!(most <= N, "the pool held {most} members for {N} replicas");
+    shutdown.cancel();
+    controller
+        .await
+        .expect("controller task")
+        .expect("controller");
+}

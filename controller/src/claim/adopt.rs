@@ -1,16 +1,31 @@
-//! Re-owning a warm pool member for a claim: one merge patch of the Sandbox, conditional on
+//! Re-owning a warm pool member for a claim: the claim names the member (an annotation,
+//! conditional on the claim as read), then one merge patch of the Sandbox, conditional on
 //! the resourceVersion the claim saw, so that of two claims racing for one member exactly one
 //! wins and the other moves on to the next.
 
 use kube::ResourceExt;
 use rouse_shared::api::keys::{
-    ADOPTABLE, LAUNCH_TYPE, LAUNCH_TYPE_WARM, SANDBOX_TEMPLATE_HASH, WARM_POOL_SANDBOX,
+    ADOPTABLE, LAUNCH_TYPE, LAUNCH_TYPE_WARM, SANDBOX_NAME, SANDBOX_TEMPLATE_HASH,
+    WARM_POOL_SANDBOX,
 };
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, controller_ref};
 use rouse_shared::store::Patch;
+use rouse_shared::store::{ObjectKey, Store, StoreError};
 use serde_json::{Map, Value, json};
 
 use super::plan::propagated;
+use super::reservations::Reservations;
+
+/// What trying a claim's candidates came to.
+#[derive(Debug)]
+pub(super) enum Adopted {
+    /// This member, re-owned by the claim.
+    Member(Box<Sandbox>),
+    /// Every candidate was taken by another claim first.
+    AllTaken,
+    /// The claim changed since it was read: read it again before binding.
+    StaleClaim,
+}
 
 /// The patch that hands `member` over to `claim`: the claim becomes its only (controller)
 /// owner, the warm pool labels go, `launch-type=warm`, the claim's labels and annotations and
@@ -64,4 +79,63 @@ pub fn adoption_patch(
         Some(rv) => patch.with_resource_version(&rv),
         None => patch,
     }
+}
+
+/// Tries the candidates in order for `claim`, annotating it with each before the re-own.
+pub(super) async fn adopt<S>(
+    store: &S,
+    reservations: &Reservations,
+    claim: &mut SandboxClaim,
+    template: Option<&SandboxTemplate>,
+    members: &[Sandbox],
+    candidates: &[String],
+) -> Result<Adopted, (&'static str, StoreError)>
+where
+    S: Store<Sandbox> + Store<SandboxClaim>,
+{
+    let key = ObjectKey::of(&*claim);
+    for name in candidates {
+        let Some(member) = members.iter().find(|m| &m.name_any() == name) else {
+            continue;
+        };
+        // Picked from a read another claim's adoption has overtaken since.
+        if reservations.is_superseded(member) {
+            continue;
+        }
+        let Some(reservation) = reservations.try_reserve(ObjectKey::of(member)) else {
+            continue;
+        };
+        if claim.annotations().get(SANDBOX_NAME) != Some(name) {
+            let mut patch =
+                Patch::merge(json!({"metadata": {"annotations": {SANDBOX_NAME: name}}}))
+                    .unwrap_or(Patch::Merge(Map::new()));
+            // Only on the claim as read: an older read than the stored one may miss that it
+            // is bound already.
+            if let Some(rv) = claim.resource_version() {
+                patch = patch.with_resource_version(&rv);
+            }
+            *claim = match Store::<SandboxClaim>::patch(store, &key, &patch).await {
+                Ok(annotated) => annotated,
+                Err(StoreError::Conflict { .. }) => return Ok(Adopted::StaleClaim),
+                Err(e) => return Err(("annotate", e)),
+            };
+        }
+        let patch = adoption_patch(claim, template, member);
+        let result = Store::<Sandbox>::patch(store, &ObjectKey::of(member), &patch).await;
+        if matches!(
+            result,
+            Ok(_) | Err(StoreError::Conflict { .. } | StoreError::NotFound { .. })
+        ) {
+            // Taken now (by this claim or another): no reconcile should try this view again.
+            reservation.supersede(member.resource_version());
+        }
+        match result {
+            Ok(adopted) => return Ok(Adopted::Member(Box::new(adopted))),
+            Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
+                metrics::counter!("rouse_controller_claim_adoption_conflicts_total").increment(1);
+            }
+            Err(e) => return Err(("adopt", e)),
+        }
+    }
+    Ok(Adopted::AllTaken)
 }

@@ -22,7 +22,7 @@ use serde_json::json;
 
 use super::adopt::adoption_patch;
 use super::plan::{Binding, ClaimObserved, ClaimStep, bound_name, plan};
-use super::reconcile::{ClaimError, ClaimOutcome, free_members, optional, reconcile_claim};
+use super::reconcile::{ClaimError, ClaimOutcome, optional, pool_members, reconcile_claim};
 use super::reservations::{Reservation, Reservations};
 use super::status;
 use super::writes::{Adoption, AdoptionStep, AdoptionWrites};
@@ -36,7 +36,9 @@ pub type BatchResult = (ObjectKey, Result<Option<ClaimOutcome>, ClaimError>);
 struct Pending {
     key: ObjectKey,
     outcome: ClaimOutcome,
-    _reservation: Reservation,
+    reservation: Reservation,
+    /// The member's version the adoption was planned on.
+    member_version: Option<String>,
 }
 
 /// Reconciles the claims `keys` at time `now`: adoptions in one batch of writes, the others
@@ -126,6 +128,18 @@ fn finish(
     p: Pending,
     result: Result<(), (AdoptionStep, StoreError)>,
 ) -> Result<Option<ClaimOutcome>, ClaimError> {
+    let taken = match &result {
+        // Re-owned (a failed status write comes after the re-own).
+        Ok(()) | Err((AdoptionStep::Status, _)) => true,
+        Err((AdoptionStep::Adopt, e)) => {
+            matches!(e, StoreError::Conflict { .. } | StoreError::NotFound { .. })
+        }
+        Err((AdoptionStep::Annotate, _)) => false,
+    };
+    if taken {
+        // That version of the member is gone: no claim should plan on it again.
+        p.reservation.supersede(p.member_version.clone());
+    }
     match result {
         Ok(()) => {
             metrics::counter!("rouse_controller_claims_bound_total", "launch" => "warm")
@@ -193,7 +207,7 @@ where
         .into_iter()
         .collect::<Result<Vec<_>, StoreError>>()?;
         let members = match (&pool, claims.first()) {
-            (Some(_), Some(first)) => free_members(store, reservations, first).await?,
+            (Some(_), Some(first)) => pool_members(store, reservations, first).await?,
             _ => Vec::new(),
         };
         Ok((pool, template, bound, members))
@@ -253,7 +267,8 @@ where
                 deleted: false,
                 requeue_after: plan.requeue_after,
             },
-            _reservation: reservation,
+            reservation,
+            member_version: member.resource_version(),
         };
         planned.push((adoption, pending));
     }

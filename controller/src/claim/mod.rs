@@ -4,6 +4,7 @@
 
 mod adopt;
 mod batch;
+mod members;
 mod plan;
 mod reconcile;
 mod reservations;
@@ -12,11 +13,12 @@ mod writes;
 
 pub use adopt::adoption_patch;
 pub use batch::{BatchResult, reconcile_claims};
+pub use members::MemberCache;
 pub use plan::{
     Binding, ClaimObserved, ClaimPlan, ClaimStep, MISSING_REQUEUE, bound_name, cold_sandbox, plan,
 };
 pub use reconcile::{ClaimError, ClaimOutcome, reconcile_claim};
-pub use reservations::{Reservation, Reservations};
+pub use reservations::{Reservation, Reservations, SUPERSEDED_LIMIT};
 pub use status::reason;
 pub use writes::{Adoption, AdoptionStep, AdoptionWrites};
 

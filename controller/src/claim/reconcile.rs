@@ -12,17 +12,18 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::{Resource, ResourceExt};
-use rouse_shared::api::keys::{CONTROLLER_FIRST_OBSERVED_AT, SANDBOX_NAME};
+use rouse_shared::api::keys::CONTROLLER_FIRST_OBSERVED_AT;
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
-use rouse_shared::store::{DeleteParams, ListParams, ObjectKey, Patch, Store, StoreError};
+use rouse_shared::store::{DeleteParams, ObjectKey, Patch, Store, StoreError};
 use serde_json::json;
 use tracing::debug;
 
-use super::adopt::adoption_patch;
+use super::adopt::{Adopted, adopt};
+use super::members::free_members;
 use super::plan::{Binding, ClaimObserved, ClaimStep, bound_name, plan};
 use super::reservations::Reservations;
 use super::status::{self, reason};
-use crate::pool::{controlled_by, member_selector};
+use crate::pool::controlled_by;
 use crate::status::status_patch;
 use crate::template::refusal::INVALID_CONFIGURATION;
 
@@ -32,6 +33,11 @@ const ADOPTION_ROUNDS: usize = 8;
 
 /// Retry delay after adoption rounds ran out (every member raced away).
 const ADOPTION_RETRY: Duration = Duration::from_millis(50);
+
+/// Passes over a claim that changed under it before giving up for now. A watch cache hands a
+/// reconcile the claim as it was a moment ago; binding from such a read could bind a claim
+/// that is already bound a second time, so it is read again first.
+const STALE_PASSES: usize = 3;
 
 /// Why a claim reconcile failed; the caller retries with a backoff.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +108,46 @@ pub async fn reconcile_claim<S>(
 where
     S: Store<Sandbox> + Store<SandboxTemplate> + Store<SandboxWarmPool> + Store<SandboxClaim>,
 {
+    let mut claim = claim.clone();
+    for _ in 0..STALE_PASSES {
+        match reconcile_pass(store, reservations, &claim, now).await? {
+            Pass::Done(outcome) => return Ok(outcome),
+            Pass::Stale => {
+                let key = ObjectKey::of(&claim);
+                claim = match Store::<SandboxClaim>::get(store, &key).await {
+                    Ok(fresh) => fresh,
+                    // Deleted meanwhile: nothing left to do.
+                    Err(e) if e.is_not_found() => return Ok(ClaimOutcome::default()),
+                    Err(source) => return Err(ClaimError::Read { key, source }),
+                };
+            }
+        }
+    }
+    debug!(claim.key = %ObjectKey::of(&claim), "the claim kept changing under its binding; trying again");
+    Ok(ClaimOutcome {
+        requeue_after: Some(ADOPTION_RETRY),
+        ..ClaimOutcome::default()
+    })
+}
+
+/// How one pass over a claim ended.
+enum Pass {
+    /// Reconciled.
+    Done(ClaimOutcome),
+    /// The claim read is older than the stored one, and about to bind: read it again first.
+    Stale,
+}
+
+/// One pass over `claim` as read; [`Pass::Stale`] before binding from an old read of it.
+async fn reconcile_pass<S>(
+    store: &S,
+    reservations: &Reservations,
+    claim: &SandboxClaim,
+    now: Timestamp,
+) -> Result<Pass, ClaimError>
+where
+    S: Store<Sandbox> + Store<SandboxTemplate> + Store<SandboxWarmPool> + Store<SandboxClaim>,
+{
     let key = ObjectKey::of(claim);
     let read = |source| ClaimError::Read {
         key: key.clone(),
@@ -116,7 +162,7 @@ where
     let claim = &match first_observed(store, claim, now).await {
         Ok(claim) => claim,
         // Deleted meanwhile: nothing left to do.
-        Err(e) if e.is_not_found() => return Ok(ClaimOutcome::default()),
+        Err(e) if e.is_not_found() => return Ok(Pass::Done(ClaimOutcome::default())),
         Err(e) => return Err(write("annotate", e)),
     };
 
@@ -156,7 +202,7 @@ where
     };
     let wants_warm = claim.spec.env.is_empty() && claim.spec.volume_claim_templates.is_empty();
     let mut members = match (&binding, &pool) {
-        (Binding::Unbound, Some(_)) if wants_warm => free_members(store, reservations, claim)
+        (Binding::Unbound, Some(_)) if wants_warm => pool_members(store, reservations, claim)
             .await
             .map_err(read)?,
         _ => Vec::new(),
@@ -189,7 +235,7 @@ where
                     Err(e) => return Err(write("delete_claim", e)),
                 }
                 outcome.deleted = true;
-                return Ok(outcome);
+                return Ok(Pass::Done(outcome));
             }
             ClaimStep::DeleteSandbox { name, uid } => {
                 let params = DeleteParams {
@@ -210,6 +256,11 @@ where
                 plan.status
             }
             ClaimStep::Create(sandbox) => {
+                // A cold start from an old read of a claim that is bound by now would give it
+                // a second sandbox.
+                if !is_current(store, &claim).await.map_err(read)? {
+                    return Ok(Pass::Stale);
+                }
                 let created = match Store::<Sandbox>::create(store, &sandbox).await {
                     Ok(created) => created,
                     Err(StoreError::AlreadyExists { .. }) => {
@@ -230,7 +281,7 @@ where
                         write_status(store, &key, &claim, &status)
                             .await
                             .map_err(|e| write("patch_status", e))?;
-                        return Ok(outcome);
+                        return Ok(Pass::Done(outcome));
                     }
                     Err(e) => return Err(write("create", e)),
                 };
@@ -260,15 +311,16 @@ where
                 )
                 .await
                 {
-                    Ok(Some(adopted)) => {
+                    Ok(Adopted::Member(adopted)) => {
                         outcome.bound = Some((adopted.name_any(), true));
                         metrics::counter!("rouse_controller_claims_bound_total", "launch" => "warm")
                             .increment(1);
                         status::bound(&claim, &adopted, now)
                     }
-                    Ok(None) => {
+                    Ok(Adopted::StaleClaim) => return Ok(Pass::Stale),
+                    Ok(Adopted::AllTaken) => {
                         // Every member tried was taken by another claim: look again.
-                        members = free_members(store, reservations, &claim)
+                        members = pool_members(store, reservations, &claim)
                             .await
                             .map_err(read)?;
                         continue;
@@ -284,13 +336,13 @@ where
         write_status(store, &key, &claim, &status)
             .await
             .map_err(|e| write("patch_status", e))?;
-        return Ok(outcome);
+        return Ok(Pass::Done(outcome));
     }
     debug!(claim.key = %key, "every warm member raced away; trying again");
-    Ok(ClaimOutcome {
+    Ok(Pass::Done(ClaimOutcome {
         requeue_after: Some(ADOPTION_RETRY),
         ..ClaimOutcome::default()
-    })
+    }))
 }
 
 /// Stamps a claim that does not carry it yet (and is not being deleted) with the
@@ -317,56 +369,33 @@ async fn first_observed<S: Store<SandboxClaim>>(
     Store::<SandboxClaim>::patch(store, &ObjectKey::of(claim), &patch).await
 }
 
-/// Tries the candidates in order; the adopted member, or `None` when every one was taken.
-async fn adopt<S>(
-    store: &S,
-    reservations: &Reservations,
-    claim: &mut SandboxClaim,
-    template: Option<&SandboxTemplate>,
-    members: &[Sandbox],
-    candidates: &[String],
-) -> Result<Option<Sandbox>, (&'static str, StoreError)>
-where
-    S: Store<Sandbox> + Store<SandboxClaim>,
-{
-    let key = ObjectKey::of(&*claim);
-    for name in candidates {
-        let Some(member) = members.iter().find(|m| &m.name_any() == name) else {
-            continue;
-        };
-        let Some(_reservation) = reservations.try_reserve(ObjectKey::of(member)) else {
-            continue;
-        };
-        if claim.annotations().get(SANDBOX_NAME) != Some(name) {
-            let patch = Patch::merge(json!({"metadata": {"annotations": {SANDBOX_NAME: name}}}))
-                .unwrap_or(Patch::Merge(serde_json::Map::new()));
-            *claim = Store::<SandboxClaim>::patch(store, &key, &patch)
-                .await
-                .map_err(|e| ("annotate", e))?;
-        }
-        let patch = adoption_patch(claim, template, member);
-        match Store::<Sandbox>::patch(store, &ObjectKey::of(member), &patch).await {
-            Ok(adopted) => return Ok(Some(adopted)),
-            Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
-                metrics::counter!("rouse_controller_claim_adoption_conflicts_total").increment(1);
-            }
-            Err(e) => return Err(("adopt", e)),
-        }
-    }
-    Ok(None)
-}
-
-/// The pool's members that no other reconcile of this process is adopting.
-pub(super) async fn free_members<S: Store<Sandbox>>(
+/// The members of the claim's pool it may try (see [`free_members`]).
+pub(super) async fn pool_members<S: Store<Sandbox>>(
     store: &S,
     reservations: &Reservations,
     claim: &SandboxClaim,
 ) -> Result<Vec<Sandbox>, StoreError> {
-    let mut params = ListParams::namespace(claim.namespace().unwrap_or_else(|| "default".into()));
-    params.selector = member_selector(&claim.spec.warm_pool_ref.name);
-    let mut members = store.list(&params).await?.items;
-    members.retain(|m| !reservations.is_reserved(&ObjectKey::of(m)));
-    Ok(members)
+    let namespace = claim.namespace().unwrap_or_else(|| "default".into());
+    free_members(
+        store,
+        reservations,
+        &namespace,
+        &claim.spec.warm_pool_ref.name,
+    )
+    .await
+}
+
+/// Whether `claim` is the claim as stored (a watch cache may hand out an older one).
+async fn is_current<S: Store<SandboxClaim>>(
+    store: &S,
+    claim: &SandboxClaim,
+) -> Result<bool, StoreError> {
+    match Store::<SandboxClaim>::get(store, &ObjectKey::of(claim)).await {
+        Ok(stored) => Ok(stored.resource_version() == claim.resource_version()),
+        // Deleted meanwhile: the next pass finds it gone.
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 async fn write_status<S: Store<SandboxClaim>>(

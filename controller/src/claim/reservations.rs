@@ -1,36 +1,95 @@
-//! Members being adopted by a reconcile of this process right now. Concurrent claim
-//! reconciles skip them, so a burst of claims spreads over the members instead of all racing
-//! for the oldest (each lost race costs two writes). Correctness never rests on this: the
-//! resourceVersion precondition of the re-own is what keeps a member from two claims, across
-//! processes too.
+//! What this process knows about the warm pool members claims adopt, beyond any read:
 //!
-//! Bounded by the claims reconciled at once: an entry lives only while its guard does.
+//! - **Reservations**: members a reconcile of this process is adopting right now. Concurrent
+//!   claim reconciles skip them, so a burst of claims spreads over the members instead of all
+//!   racing for the oldest (each lost race costs two writes).
+//! - **Superseded versions**: a member version this process adopted, or saw refused as stale,
+//!   is gone for good (versions never come back), so a list or cache still showing it is
+//!   behind. Claims skip such views instead of trying them, which is what keeps concurrent
+//!   reconciles with lists taken a moment apart from a storm of conflicts.
+//! - Optionally a [`MemberCache`] (Kubernetes mode) to read the members from.
+//!
+//! Correctness never rests on this: the resourceVersion precondition of the re-own is what
+//! keeps a member from two claims, across processes too. Bounded: a reservation lives only
+//! while its guard does; superseded versions are kept up to [`SUPERSEDED_LIMIT`], oldest
+//! forgotten first (a forgotten one costs at most one conflict).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use rouse_shared::api::Sandbox;
 use rouse_shared::store::ObjectKey;
 
-/// The set of members reserved in this process; cheap to clone.
+use super::members::MemberCache;
+
+/// Superseded member versions remembered at most.
+pub const SUPERSEDED_LIMIT: usize = 16_384;
+
+/// The members reserved in this process and the member versions known superseded; cheap to
+/// clone.
 #[derive(Debug, Clone, Default)]
 pub struct Reservations {
     taken: Arc<Mutex<HashSet<ObjectKey>>>,
+    superseded: Arc<Mutex<Superseded>>,
+    cache: Option<MemberCache>,
 }
 
 /// A held reservation; dropping it releases the member.
 #[derive(Debug)]
 pub struct Reservation {
     taken: Arc<Mutex<HashSet<ObjectKey>>>,
+    superseded: Arc<Mutex<Superseded>>,
     key: ObjectKey,
 }
 
+/// Member versions known to be gone, in the order they were learnt.
+#[derive(Debug, Default)]
+struct Superseded {
+    by_key: HashMap<ObjectKey, String>,
+    order: VecDeque<(ObjectKey, String)>,
+}
+
+impl Superseded {
+    fn insert(&mut self, key: ObjectKey, version: String) {
+        while self.order.len() >= SUPERSEDED_LIMIT {
+            let Some((old, old_version)) = self.order.pop_front() else {
+                break;
+            };
+            // Only forget the entry if a later version of the same member did not replace it.
+            if self.by_key.get(&old) == Some(&old_version) {
+                self.by_key.remove(&old);
+            }
+        }
+        self.by_key.insert(key.clone(), version.clone());
+        self.order.push_back((key, version));
+    }
+
+    fn contains(&self, key: &ObjectKey, version: &str) -> bool {
+        self.by_key.get(key).is_some_and(|v| v == version)
+    }
+}
+
 impl Reservations {
+    /// Reservations that read the members from `cache` (Kubernetes mode).
+    pub fn reading_from(cache: MemberCache) -> Self {
+        Self {
+            cache: Some(cache),
+            ..Self::default()
+        }
+    }
+
+    /// The member cache to read from, if any.
+    pub(super) fn cache(&self) -> Option<&MemberCache> {
+        self.cache.as_ref()
+    }
+
     /// Reserves `key` unless another reconcile holds it.
     pub fn try_reserve(&self, key: ObjectKey) -> Option<Reservation> {
         // Each update is one insert or remove, so a poisoned lock still guards a valid set.
         let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
         taken.insert(key.clone()).then(|| Reservation {
             taken: self.taken.clone(),
+            superseded: self.superseded.clone(),
             key,
         })
     }
@@ -42,6 +101,44 @@ impl Reservations {
             .unwrap_or_else(PoisonError::into_inner)
             .contains(key)
     }
+
+    /// True when this view of `member` is one this process knows is gone (adopted, or
+    /// refused as stale).
+    pub fn is_superseded(&self, member: &Sandbox) -> bool {
+        let Some(version) = member.metadata.resource_version.as_deref() else {
+            return false;
+        };
+        self.superseded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&ObjectKey::of(member), version)
+    }
+
+    /// `members` without those reserved by another reconcile or seen at a superseded version.
+    pub fn free(&self, mut members: Vec<Sandbox>) -> Vec<Sandbox> {
+        let before = members.len();
+        members.retain(|m| !self.is_superseded(m));
+        let stale = before - members.len();
+        if stale > 0 {
+            metrics::counter!("rouse_controller_claim_stale_members_skipped_total")
+                .increment(stale as u64);
+        }
+        members.retain(|m| !self.is_reserved(&ObjectKey::of(m)));
+        members
+    }
+}
+
+impl Reservation {
+    /// Records that the reserved member's `version` is gone: this process just adopted it, or
+    /// its conditional write was refused.
+    pub fn supersede(&self, version: Option<String>) {
+        if let Some(version) = version {
+            self.superseded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(self.key.clone(), version);
+        }
+    }
 }
 
 impl Drop for Reservation {
@@ -50,5 +147,57 @@ impl Drop for Reservation {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::ResourceExt;
+
+    use super::*;
+
+    fn member(name: &str, version: &str) -> Sandbox {
+        let mut s = Sandbox::new(name, Default::default());
+        s.metadata.namespace = Some("default".into());
+        s.metadata.resource_version = Some(version.into());
+        s
+    }
+
+    #[test]
+    fn a_superseded_version_is_skipped_and_a_newer_one_is_not() {
+        let reservations = Reservations::default();
+        let old = member("a", "7");
+        let reservation = reservations.try_reserve(ObjectKey::of(&old)).expect("free");
+        reservation.supersede(old.resource_version());
+        drop(reservation);
+        assert!(reservations.free(vec![old]).is_empty());
+        let newer = member("a", "9");
+        assert_eq!(reservations.free(vec![newer]).len(), 1);
+    }
+
+    #[test]
+    fn a_reserved_member_is_skipped_until_released() {
+        let reservations = Reservations::default();
+        let m = member("a", "1");
+        let held = reservations.try_reserve(ObjectKey::of(&m)).expect("free");
+        assert!(reservations.try_reserve(ObjectKey::of(&m)).is_none());
+        assert!(reservations.free(vec![m.clone()]).is_empty());
+        drop(held);
+        assert_eq!(reservations.free(vec![m]).len(), 1);
+    }
+
+    #[test]
+    fn superseded_versions_are_bounded_oldest_first() {
+        let reservations = Reservations::default();
+        for i in 0..=SUPERSEDED_LIMIT {
+            let m = member(&format!("m{i}"), "1");
+            let r = reservations.try_reserve(ObjectKey::of(&m)).expect("free");
+            r.supersede(m.resource_version());
+        }
+        let guard = reservations.superseded.lock().expect("lock");
+        assert_eq!(guard.order.len(), SUPERSEDED_LIMIT);
+        assert_eq!(guard.by_key.len(), SUPERSEDED_LIMIT);
+        assert!(!guard.contains(&ObjectKey::new("default", "m0"), "1"));
+        assert!(guard.contains(&ObjectKey::new("default", "m1"), "1"));
     }
 }

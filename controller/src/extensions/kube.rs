@@ -8,9 +8,12 @@
 //! - Templates: keep the managed NetworkPolicy `<template>-network-policy` (or delete it
 //!   under `Unmanaged`).
 //!
-//! Reads inside a reconcile go to the API server (consistent lists), so a lagging watch can
-//! delay a reconcile but never make it act on stale members; the pool's expectations cover
-//! its own writes in flight all the same.
+//! A pool reconcile lists its members from the API server (a consistent list), so a lagging
+//! watch can delay it but never make it act on stale members; its expectations cover its own
+//! writes in flight all the same. A claim reads the members from a watch-fed cache of every
+//! warm pool member instead ([`MemberCache`]): a burst of claims would otherwise make one
+//! consistent list of the whole pool each, and the cache's lag is covered there (a version
+//! seen taken is skipped; no Ready member in the cache → a list before a cold start).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +23,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use rouse_shared::api::keys::template_ref;
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
@@ -31,7 +34,7 @@ use tracing::{Instrument, warn};
 
 use super::ExtensionsConfig;
 use super::router::sandbox_controller;
-use crate::claim::{Reservations, reconcile_claim};
+use crate::claim::{MemberCache, Reservations, reconcile_claim};
 use crate::pool::{Expectations, reconcile_pool};
 use crate::template::{NETWORK_POLICY_SUFFIX, network_policy};
 
@@ -193,11 +196,18 @@ pub async fn run(
 ) {
     let ns = namespace.as_deref();
     let concurrency = u16::try_from(config.concurrency.max(1)).unwrap_or(u16::MAX);
+    // Claims read the pools' members from this cache, not a list per reconcile.
+    let (member_reader, member_writer) = reflector::store();
+    let member_watch = reflector::reflector(
+        member_writer,
+        watcher(api::<Sandbox>(&client, ns), MemberCache::watch_config()).default_backoff(),
+    )
+    .for_each(|_| async {});
     let ctx = Arc::new(Context {
         store: KubeStore::new(client.clone()),
         client: client.clone(),
         expectations: Expectations::default(),
-        reservations: Reservations::default(),
+        reservations: Reservations::reading_from(MemberCache::new(member_reader)),
         config,
     });
     let wc = watcher::Config::default();
@@ -280,9 +290,16 @@ pub async fn run(
         .run(reconcile_template_object, error_policy, ctx)
         .for_each(|_| async {});
 
-    tokio::join!(
-        claims.instrument(tracing::info_span!("claim_controller")),
-        pools.instrument(tracing::info_span!("pool_controller")),
-        templates.instrument(tracing::info_span!("template_controller")),
-    );
+    // The member watch runs until the controllers have stopped.
+    let controllers = async {
+        tokio::join!(
+            claims.instrument(tracing::info_span!("claim_controller")),
+            pools.instrument(tracing::info_span!("pool_controller")),
+            templates.instrument(tracing::info_span!("template_controller")),
+        );
+    };
+    tokio::select! {
+        () = controllers => {}
+        () = member_watch => warn!("the warm pool member watch ended"),
+    }
 }
