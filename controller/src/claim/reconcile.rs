@@ -19,9 +19,9 @@ use serde_json::json;
 use tracing::debug;
 
 use super::adopt::{Adopted, adopt};
-use super::members::free_members;
 use super::plan::{Binding, ClaimObserved, ClaimStep, bound_name, plan};
 use super::reservations::Reservations;
+use super::reservations::free_members;
 use super::status::{self, reason};
 use crate::pool::controlled_by;
 use crate::status::status_patch;

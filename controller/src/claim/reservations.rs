@@ -18,9 +18,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rouse_shared::api::Sandbox;
-use rouse_shared::store::ObjectKey;
+use rouse_shared::store::{ListParams, ObjectKey, Store, StoreError};
 
 use super::members::MemberCache;
+use crate::pool::{is_ready, member_selector};
 
 /// Superseded member versions remembered at most.
 pub const SUPERSEDED_LIMIT: usize = 16_384;
@@ -148,6 +149,30 @@ impl Drop for Reservation {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.key);
     }
+}
+
+/// The members of `pool` in `namespace` that no other reconcile of this process is adopting
+/// and that are not known to be taken: from the cache when it offers a Ready one, else listed.
+pub(super) async fn free_members<S: Store<Sandbox>>(
+    store: &S,
+    reservations: &Reservations,
+    namespace: &str,
+    pool: &str,
+) -> Result<Vec<Sandbox>, StoreError> {
+    if let Some(cache) = reservations.cache()
+        && let Some(members) = cache.members(namespace, pool).await
+    {
+        let free = reservations.free(members);
+        if free.iter().any(is_ready) {
+            metrics::counter!("rouse_controller_claim_member_reads_total", "source" => "cache")
+                .increment(1);
+            return Ok(free);
+        }
+    }
+    metrics::counter!("rouse_controller_claim_member_reads_total", "source" => "list").increment(1);
+    let mut params = ListParams::namespace(namespace);
+    params.selector = member_selector(pool);
+    Ok(reservations.free(store.list(&params).await?.items))
 }
 
 #[cfg(test)]
