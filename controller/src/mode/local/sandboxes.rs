@@ -1,5 +1,6 @@
-//! The standalone driver: runs the controller core's [`reconcile_sandbox`] for every Sandbox
-//! of a store on the [`LocalPlatform`].
+//! The sandboxes in standalone mode: the controller core's [`reconcile_sandbox`] for every
+//! Sandbox of a store on the [`LocalPlatform`], run by the one store-watch driver
+//! ([`crate::drive::driver`]).
 //!
 //! A list+watch of the store, the platform's change notifications (a workload exited or
 //! became ready) and the plan's `requeue_after` timers feed one work queue with per-key
@@ -7,10 +8,6 @@
 //! sandbox is reconciled, so those with `operatingMode: Running` start again from the store's
 //! state, after the directories of sandboxes that no longer exist were removed; on shutdown,
 //! every workload is stopped with its grace period before `run` returns.
-
-mod direct;
-mod restore;
-mod stale;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -23,14 +20,13 @@ use rouse_shared::store::{ObjectKey, Store};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::restore;
 use crate::drive::RetryBackoff;
 use crate::drive::driver::{self, DriveConfig, Job, Reconciler};
 use crate::drive::queue::{Outcome, Queue};
 use crate::drive::watch::{Change, trigger, watch};
 use crate::platform::local::LocalPlatform;
 use crate::sandbox::{EventKind, LifecycleEvent, ReconcileError, reconcile_sandbox};
-pub use direct::{DirectWake, DirectWaker};
-pub use stale::mark_not_ready;
 
 /// When a sandbox claimed by a direct wake is looked at again if the claim's end (which
 /// notifies the driver) was missed.
@@ -94,7 +90,7 @@ impl DriverError {
 /// use rouse_controller::platform::local::{LocalConfig, LocalPlatform};
 /// let platform = LocalPlatform::new(LocalConfig::new("/var/lib/rouse"))?;
 /// let shutdown = tokio_util::sync::CancellationToken::new();
-/// rouse_controller::standalone::run(store, platform, shutdown).await?;
+/// rouse_controller::mode::local::sandboxes::run(store, platform, shutdown).await?;
 /// # Ok(()) }
 /// ```
 pub async fn run<S>(
@@ -127,7 +123,7 @@ where
         );
     }
     // The same `rouse_controller_sandboxes` gauge as in Kubernetes mode.
-    let gauge = tokio::spawn(crate::run::report_states_from(
+    let gauge = tokio::spawn(crate::mode::state::report_states_from(
         store.clone(),
         shutdown.child_token(),
     ));
@@ -339,4 +335,5 @@ fn retryable(error: &ReconcileError) -> bool {
 }
 
 #[cfg(test)]
+#[path = "sandboxes_tests.rs"]
 mod tests;

@@ -18,13 +18,13 @@ use rouse_shared::store::{ObjectKey, Store};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::plan::{SnapshotObserved, Source, failed, plan};
 use crate::drive::RetryBackoff;
 use crate::drive::driver::{self, DriveConfig, Job, Reconciler};
 use crate::drive::queue::{Outcome, Queue};
 use crate::drive::watch::{Change, watch};
 use crate::platform::local::{LocalPlatform, TakeError};
 use crate::snapshot::Snapshotter;
+use crate::snapshot::plan::{SnapshotObserved, Source, failed, plan};
 use crate::status::status_patch;
 
 /// Most snapshots taken at once: each copies volumes and may pause a sandbox.
@@ -51,7 +51,7 @@ impl<S> SnapshotStore for S where S: Store<SandboxSnapshot> + Store<Sandbox> + C
 /// use rouse_controller::platform::local::{LocalConfig, LocalPlatform};
 /// let platform = LocalPlatform::new(LocalConfig::new("/var/lib/rouse"))?;
 /// let shutdown = tokio_util::sync::CancellationToken::new();
-/// rouse_controller::snapshot::standalone::run(store, platform, shutdown).await;
+/// rouse_controller::mode::local::snapshots::run(store, platform, shutdown).await;
 /// # Ok(()) }
 /// ```
 pub async fn run<S: SnapshotStore>(store: S, platform: LocalPlatform, shutdown: CancellationToken) {
