@@ -3,7 +3,9 @@
 //!
 //! The reconcilers are a functional core ([`sandbox::plan`]) wrapped by one generic driver
 //! ([`sandbox::reconcile_sandbox`]) that both modes call: the kube-runtime controller in
-//! Kubernetes mode and the store-watch driver in standalone mode.
+//! Kubernetes mode and the one store-watch driver ([`drive`]) in standalone mode. The two
+//! composition roots are [`mode::local`] and [`mode::kube`]; the kinds' cores import neither
+//! (`controller/tests/module_graph.rs`).
 
 #![forbid(unsafe_code)]
 

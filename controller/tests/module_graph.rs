@@ -106,7 +106,10 @@ fn cores_import_neither_the_driver_nor_the_modes() {
         edges.keys().filter(|m| is_core(m)).count() > 20,
         "the cores were found"
     );
-    assert!(wrong.is_empty(), "cores importing drive/ or mode/: {wrong:?}");
+    assert!(
+        wrong.is_empty(),
+        "cores importing drive/ or mode/: {wrong:?}"
+    );
 }
 
 #[test]

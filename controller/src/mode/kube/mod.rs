@@ -1,4 +1,5 @@
-//! The Sandbox controller on Kubernetes: kube-runtime's applier fed by watches of Sandboxes
+//! Kubernetes mode's composition root (`rouse controller`): the Sandbox controller —
+//! kube-runtime's applier fed by watches of Sandboxes
 //! and of the Pods, Services and PVCs they own (and of the `SandboxSnapshot`s forks start
 //! from), behind leader election on a Lease, with Events, metrics and health probes; beside
 //! it the extension controllers and the `SandboxSnapshot` controller (which runs on the same
