@@ -3,8 +3,10 @@
 //! sources from the `Store` port ([`watch`]) and the one store-watch driver of standalone
 //! mode ([`driver`]).
 //!
-//! Kinds plug in through [`driver::Reconciler`]; the kinds' own wiring lives beside their
-//! cores, and the composition roots in `crate::mode` start them.
+//! Kinds plug in through [`driver::Reconciler`] (what wakes which item, what a resync visits,
+//! how queued items become jobs): the local sandboxes and snapshots in `crate::mode::local`,
+//! pools and claims in `crate::extensions`; the composition roots in `crate::mode` start them.
+//! Nothing here imports a kind (`controller/tests/module_graph.rs`).
 
 pub mod backoff;
 pub(crate) mod driver;
