@@ -10,19 +10,31 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::backoff::RetryBackoff;
 use super::queue::{Outcome, Queue};
 
 /// A running reconcile: each item it covered with how it ended.
 pub(crate) type Job<T> = BoxFuture<'static, Vec<(T, Outcome)>>;
+
+/// A job of one item: `reconcile` run in `span`, its outcome recorded for `item`.
+pub(crate) fn job<T: Send + 'static>(
+    item: T,
+    span: tracing::Span,
+    reconcile: impl Future<Output = Outcome> + Send + 'static,
+) -> Job<T> {
+    async move { vec![(item, reconcile.await)] }
+        .instrument(span)
+        .boxed()
+}
 
 /// One kind (or a group of kinds sharing a queue) as the driver runs it.
 pub(crate) trait Reconciler: Send + 'static {

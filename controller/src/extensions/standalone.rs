@@ -209,14 +209,9 @@ impl<S: ExtensionsStore> Reconciler for Extensions<S> {
         let reservations = self.reservations.clone();
         let config = self.config.clone();
         let span = tracing::info_span!("reconcile", kind = work.kind(), key = ?work);
-        Some(
-            async move {
-                let result = reconcile(&store, &expectations, &reservations, &config, &work).await;
-                vec![(work, outcome(result))]
-            }
-            .instrument(span)
-            .boxed(),
-        )
+        Some(driver::job(work.clone(), span, async move {
+            outcome(reconcile(&store, &expectations, &reservations, &config, &work).await)
+        }))
     }
 }
 

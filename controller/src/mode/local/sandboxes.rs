@@ -12,13 +12,12 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use jiff::Timestamp;
 use kube::Resource;
 use rouse_shared::api::{Sandbox, SandboxSnapshot};
 use rouse_shared::store::{ObjectKey, Store};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::restore;
 use crate::drive::RetryBackoff;
@@ -237,14 +236,9 @@ where
         let store = self.store.clone();
         let platform = self.platform.clone();
         let span = tracing::info_span!("reconcile", sandbox.key = %key);
-        Some(
-            async move {
-                let outcome = reconcile_one(&store, &platform, &key).await;
-                vec![(key, outcome)]
-            }
-            .instrument(span)
-            .boxed(),
-        )
+        Some(driver::job(key.clone(), span, async move {
+            reconcile_one(&store, &platform, &key).await
+        }))
     }
 }
 

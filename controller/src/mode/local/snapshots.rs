@@ -11,12 +11,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use futures::FutureExt;
 use kube::ResourceExt;
 use rouse_shared::api::{Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SandboxStatus};
 use rouse_shared::store::{ObjectKey, Store};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::drive::RetryBackoff;
 use crate::drive::driver::{self, DriveConfig, Job, Reconciler};
@@ -133,14 +131,9 @@ impl<S: SnapshotStore> Reconciler for Snapshots<S> {
         let key = queue.pop()?;
         let (store, platform) = (self.store.clone(), self.platform.clone());
         let span = tracing::info_span!("reconcile_snapshot", snapshot.key = %key);
-        Some(
-            async move {
-                let outcome = reconcile_one(&store, &platform, &key).await;
-                vec![(key, outcome)]
-            }
-            .instrument(span)
-            .boxed(),
-        )
+        Some(driver::job(key.clone(), span, async move {
+            reconcile_one(&store, &platform, &key).await
+        }))
     }
 }
 
