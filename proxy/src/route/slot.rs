@@ -68,4 +68,16 @@ impl Slot {
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }
+
+    /// Whether a connection to the sandbox would be held now: suspended with
+    /// wake-on-connect, or starting without an address.
+    pub(crate) fn needs_hold(&self) -> bool {
+        matches!(
+            self.state.borrow().route,
+            RouteState::Suspended {
+                wake_on_connect: true,
+                ..
+            } | RouteState::Starting { endpoint: None }
+        )
+    }
 }

@@ -31,6 +31,7 @@ use self::chunked::Chunked;
 use self::request::{Forwarded, Parsed};
 use self::response::Framing;
 use self::upstream::Upstream;
+use super::exchange::{Exchange, Routed};
 use super::handover::Handover;
 use super::headers::Scheme;
 use super::route_cache::RouteCache;
@@ -39,7 +40,6 @@ use crate::activity::ConnectionGuard;
 use crate::deadline::Deadline;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
-use crate::kind::ConnKind;
 use crate::metrics as m;
 use crate::on_wake::OnWake;
 use crate::route::{RouteTarget, Router};
@@ -100,8 +100,7 @@ where
                 stream: conn.stream,
                 // Every hand-over is at a whole head, or one already over the size limit.
                 handover: Handover {
-                    rate_checked: conn.rate_checked,
-                    release: conn.release,
+                    first: conn.first,
                     head_by: None,
                 },
             }
@@ -153,10 +152,9 @@ struct Conn<IO> {
     drain: CancellationToken,
     /// The proxy drains (seen once `drained` fired).
     drain_seen: bool,
-    /// The first request's per-IP rate limit was counted already (compact hold).
-    rate_checked: bool,
-    /// The first request's place in its sandbox's release semaphore (compact hold).
-    release: Option<crate::route::Place>,
+    /// The first request's exchange when the compact hold routed it (and held and dialled
+    /// it, when its sandbox had to be woken).
+    first: Option<Routed>,
     /// The routes were loaded once; they stay loaded.
     synced: bool,
 }
@@ -197,8 +195,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             drained,
             drain,
             drain_seen: false,
-            rate_checked: handover.rate_checked,
-            release: handover.release,
+            first: handover.first,
             synced: false,
             router,
         }
@@ -247,8 +244,6 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                     buf.shrink_to(KEPT_BUF.max(buf.len()));
                 }
             }
-            // A compactly held first request's place is for its own dial only.
-            self.release = None;
             if !keep || head.close || self.draining() {
                 return End::Close;
             }
@@ -338,11 +333,23 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     /// Forwards one request (its rewritten head and body in `out`) and its response: whether
     /// the client connection can carry another request.
     async fn exchange(&mut self, head: &request::Head) -> bool {
-        let routed = self.route(head).await;
-        let (target, epoch, guard) = match routed {
-            Ok(routed) => routed,
+        let routed = match self.first.take() {
+            Some(first) => first,
+            None => self.route(head).await,
+        };
+        let Exchange {
+            target,
+            epoch,
+            guard,
+            upstream,
+        } = match routed {
+            Ok(exchange) => exchange,
             Err(err) => return self.refuse(&err, head.close).await,
         };
+        // Connect: the compact hold dialled the sandbox for this request already.
+        if let Some(stream) = upstream {
+            self.upstream = Some(Upstream::adopt(&self.router, &target, epoch, stream));
+        }
         guard.record_bytes(head.body, 0);
         let sent = self.send(head, &target, epoch).await;
         let relayed = match sent {
@@ -359,19 +366,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         }
     }
 
-    /// The request's target, its address epoch and a guard counting it as open: rate limit,
-    /// host, slot.
-    async fn route(
-        &mut self,
-        head: &request::Head,
-    ) -> Result<(Arc<RouteTarget>, u64, ConnectionGuard), ProxyError> {
+    /// The route phase of a request the compact hold did not route: rate limit, host, slot,
+    /// counted as open.
+    async fn route(&mut self, head: &request::Head) -> Result<Exchange, ProxyError> {
         // The relay checked that the host is visible ASCII.
         let host = std::str::from_utf8(&self.inbuf[head.host.clone()]).unwrap_or_default();
         let snapshot = self.router.snapshot();
-        if !std::mem::take(&mut self.rate_checked) {
-            self.router
-                .check_rate_under(&snapshot.config, self.peer.ip())?;
-        }
+        self.router
+            .check_rate_under(&snapshot.config, self.peer.ip())?;
         let target = self.routes.target(&snapshot, host)?;
         if !self.synced {
             self.router.wait_synced().await;
@@ -383,8 +385,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 .ok_or_else(|| ProxyError::UnknownSandbox {
                     key: target.key.clone(),
                 })?;
-        let guard = self.router.guard_of(&slot, ConnKind::Http);
-        Ok((target, slot.epoch(), guard))
+        Ok(Exchange::open(&self.router, target, &slot))
     }
 
     /// Sends the request on the kept connection when it fits, else on a new one; a request
@@ -435,7 +436,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     async fn dial(&mut self, target: &Arc<RouteTarget>) -> Result<Upstream, Failure> {
         // Boxed: hold/wake and the dial are a large future that a request on a kept
         // connection should not carry.
-        Box::pin(Upstream::dial(&self.router, target, self.release.take()))
+        Box::pin(Upstream::dial(&self.router, target))
             .await
             .map_err(Failure::Proxy)
     }
