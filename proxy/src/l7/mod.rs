@@ -28,6 +28,7 @@
 //! A codec that cannot carry a request hands the connection on with a `Handover`:
 //! the bytes read and, if the request was routed already, its exchange.
 
+mod account;
 pub(crate) mod body;
 pub(crate) mod client;
 mod conn_state;

@@ -21,9 +21,8 @@ use tokio::net::TcpStream;
 
 use super::exchange::{Exchange, Routed};
 use super::router_headers::RequestBound;
-use super::{headers, response, route, service};
+use super::{account, headers, response, route};
 use crate::error::ProxyError;
-use crate::metrics as m;
 use crate::route::{RouteTarget, Router};
 
 /// Largest request head the compact path reads; a larger one takes the full path.
@@ -232,7 +231,7 @@ fn holdable(router: &Router, head: &[u8]) -> Option<Holdable> {
 pub(crate) async fn refuse(mut stream: TcpStream, err: &ProxyError, peer: SocketAddr) {
     tracing::debug!(client.addr = %peer, error = %err, error.side = err.side().as_str(), "request refused");
     let status = err.status_code();
-    m::hot::REQUESTS_BY_CODE[service::status_label(status.as_u16())].increment(1);
+    account::answered(status.as_u16());
     let out = response::error_bytes(err, true);
     let written = tokio::time::timeout(LINGER, async {
         stream.write_all(&out).await?;

@@ -24,7 +24,7 @@ use super::response::{self, ProxyBody};
 use super::route::{not_ascii, request_host, route};
 use super::router_headers::{self, RequestBound};
 use super::sticky::StickyUpstream;
-use super::{connect, upgrade};
+use super::{account, connect, upgrade};
 use crate::activity::ConnectionGuard;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
@@ -62,7 +62,7 @@ pub(crate) async fn handle(
             }
         }
     };
-    m::hot::REQUESTS_BY_CODE[status_label(response.status().as_u16())].increment(1);
+    account::answered(response.status().as_u16());
     Ok(response)
 }
 
@@ -269,36 +269,4 @@ fn replayable(method: &Method, body: &Incoming, upgrade: bool) -> bool {
     !upgrade
         && body.is_end_stream()
         && matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
-}
-
-/// The position in `metrics::hot::REQUEST_CODE_LABELS` of a status code's bounded label:
-/// common codes by number, others by class.
-// The specific codes come first on purpose; the class ranges catch the rest.
-#[allow(clippy::match_overlapping_arm)]
-pub(super) fn status_label(code: u16) -> usize {
-    match code {
-        101 => 0,
-        200 => 1,
-        201 => 2,
-        204 => 3,
-        301 => 4,
-        302 => 5,
-        304 => 6,
-        400 => 7,
-        401 => 8,
-        403 => 9,
-        404 => 10,
-        429 => 11,
-        431 => 12,
-        500 => 13,
-        501 => 14,
-        502 => 15,
-        503 => 16,
-        504 => 17,
-        100..=199 => 18,
-        200..=299 => 19,
-        300..=399 => 20,
-        400..=499 => 21,
-        _ => 22,
-    }
 }

@@ -31,11 +31,11 @@ use self::chunked::Chunked;
 use self::request::{Forwarded, Parsed};
 use self::response::Framing;
 use self::upstream::Upstream;
+use super::account;
 use super::exchange::{Exchange, Routed};
 use super::handover::Handover;
 use super::headers::Scheme;
 use super::route_cache::RouteCache;
-use super::service::status_label;
 use crate::activity::ConnectionGuard;
 use crate::deadline::Deadline;
 use crate::directory::SandboxKey;
@@ -522,7 +522,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         let taken = body
             .take(first)
             .map_err(|err| Failure::Proxy(protocol(key, &err.to_string())))?;
-        m::hot::REQUESTS_BY_CODE[status_label(response.status)].increment(1);
+        account::answered(response.status);
         let mut clean = taken == first.len();
         self.out.extend_from_slice(&first[..taken]);
         guard.record_bytes(0, taken as u64);
@@ -598,7 +598,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     /// Answers the request with the error's response: whether the connection goes on.
     async fn refuse(&mut self, err: &ProxyError, close: bool) -> bool {
         tracing::debug!(error = %err, error.side = err.side().as_str(), "request refused");
-        m::hot::REQUESTS_BY_CODE[status_label(err.status_code().as_u16())].increment(1);
+        account::answered(err.status_code().as_u16());
         let close = close || self.draining();
         self.out = super::response::error_bytes(err, close);
         self.write_client_out().await && !close
