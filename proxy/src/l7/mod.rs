@@ -27,6 +27,11 @@
 //!
 //! A codec that cannot carry a request hands the connection on with a `Handover`:
 //! the bytes read and, if the request was routed already, its exchange.
+//!
+//! Also here: `conn_state.rs` and `route_cache.rs` (what one client connection's requests
+//! share), `router_headers.rs` (the `X-Sandbox-*` headers), `failure.rs` (upstream errors by
+//! cause), `response.rs` (the proxy's own answers), `rewind.rs` (bytes read put back in front
+//! of a socket), `connect.rs` (`CONNECT` tunnels).
 
 mod account;
 pub(crate) mod body;

@@ -12,6 +12,13 @@
 //! request it does not cover hands the connection, with every byte read, to the full HTTP
 //! path (hyper), which serves it to its end; so every answer the full path gives (400, 431,
 //! WebSocket, chunked uploads, ...) stays the same.
+//!
+//! The relay is one of the two codecs behind the request phases listed in `l7/mod.rs`: it
+//! takes a first request's `Exchange` from the compact hold, or routes a request itself
+//! (`Conn::route`), and forwards it. Here: `request.rs` (classify and rewrite a request head),
+//! `response.rs` (the response head and its framing), `chunked.rs` (chunked bodies followed
+//! without decoding), `names.rs` (header names it acts on), `upstream.rs` (the connection to
+//! the sandbox kept between requests).
 
 pub mod chunked;
 mod names;
