@@ -587,3 +587,34 @@ async fn volume_data_survives_a_suspend_and_a_wake_on_connect() {
     let claim = pvcs.get("work-keeper").await.expect("the PVC");
     assert_eq!(claim.metadata.uid, uid, "the same claim, not a new one");
 }
+
+/// Upstream's own tests that need running images, port-forward and RuntimeClass handlers
+/// (tests/node/upstream.rs), against this release; a table of every result is printed, also
+/// on success.
+#[test]
+fn upstream_tests_that_need_a_real_node_pass_against_the_release() {
+    let test = "upstream_tests_that_need_a_real_node";
+    let Some(release) = release(test) else {
+        return;
+    };
+    let Some(outcomes) = node::upstream::run(release, test) else {
+        return;
+    };
+    let mut table =
+        String::from("\nupstream agent-sandbox e2e on the real node against the release:\n");
+    for (name, outcome) in &outcomes {
+        table.push_str(&format!("  {:<7} {name}\n", outcome.label()));
+    }
+    // Past the test harness's capture, so CI logs show it on success too.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), table.as_bytes());
+    let failed: Vec<String> = outcomes
+        .iter()
+        .filter(|(_, o)| *o != node::upstream::Outcome::Pass)
+        .map(|(name, o)| format!("{name} ({})", o.label()))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "upstream tests not passing against the release: {}",
+        failed.join(", ")
+    );
+}

@@ -104,6 +104,26 @@ impl<T: Clone + Eq + Hash + Ord> Queue<T> {
         Some(item)
     }
 
+    /// Up to `max` of the ready items that `wanted` picks, in queue order (the others keep
+    /// their places); each counts as running until [`Queue::done`].
+    pub(crate) fn pop_matching(&mut self, max: usize, wanted: impl Fn(&T) -> bool) -> Vec<T> {
+        let mut picked = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.ready.len());
+        for item in self.ready.drain(..) {
+            if picked.len() < max && wanted(&item) {
+                picked.push(item);
+            } else {
+                kept.push_back(item);
+            }
+        }
+        self.ready = kept;
+        for item in &picked {
+            self.queued.remove(item);
+            self.running.insert(item.clone());
+        }
+        picked
+    }
+
     /// Marks `item` finished; if it was added meanwhile, it is ready again.
     pub(crate) fn done(&mut self, item: &T) {
         self.running.remove(item);
@@ -191,6 +211,27 @@ mod tests {
 
     fn key(name: &str) -> ObjectKey {
         ObjectKey::new("default", name)
+    }
+
+    #[test]
+    fn pop_matching_takes_the_picked_items_in_order_and_keeps_the_others() {
+        let mut queue = Queue::<ObjectKey>::default();
+        for name in ["a1", "b1", "a2", "a3", "b2"] {
+            queue.add(key(name));
+        }
+        let picked = queue.pop_matching(2, |k| k.name.starts_with('a'));
+        assert_eq!(picked, [key("a1"), key("a2")]);
+        queue.add(key("a1"));
+        assert_eq!(queue.pop(), Some(key("b1")), "the others keep their order");
+        assert_eq!(queue.pop(), Some(key("a3")));
+        assert_eq!(queue.pop(), Some(key("b2")));
+        assert_eq!(
+            queue.pop(),
+            None,
+            "a1 runs; added again, it waits for its run to end"
+        );
+        queue.done(&key("a1"));
+        assert_eq!(queue.pop(), Some(key("a1")));
     }
 
     #[test]

@@ -287,9 +287,9 @@ fn track_members<S: Store<Sandbox> + Clone + 'static>(
 /// 50 claims at once against a pool of 20 Ready members: exactly 20 adopted warm, 30 cold,
 /// every claim Ready with its sandbox named, no sandbox bound twice, the pool never above 20,
 /// and deleting a claim deletes its sandbox while the pool refills.
-async fn fifty_claims_on_twenty<S: ExtensionsStore>(store: S) {
+async fn fifty_claims_on_twenty<S: ExtensionsStore>(store: S, config: ExtensionsConfig) {
     let kubelet = Kubelet::start(store.clone());
-    let driver = Driver::start(store.clone(), ExtensionsConfig::default());
+    let driver = Driver::start(store.clone(), config);
     let stop_tracking = CancellationToken::new();
     let (max_members, tracker) = track_members(store.clone(), stop_tracking.clone());
     Store::<SandboxTemplate>::create(&store, &template("python"))
@@ -422,7 +422,18 @@ fn embedded() -> (tempfile::TempDir, EmbeddedStore) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_claims_on_a_pool_of_twenty_standalone() {
     let (_dir, store) = embedded();
-    fifty_claims_on_twenty(store).await;
+    fifty_claims_on_twenty(store, ExtensionsConfig::default()).await;
+}
+
+/// The same with the claims reconciled one by one instead of in batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_claims_on_a_pool_of_twenty_standalone_one_by_one() {
+    let (_dir, store) = embedded();
+    let config = ExtensionsConfig {
+        claim_batch: 1,
+        ..ExtensionsConfig::default()
+    };
+    fifty_claims_on_twenty(store, config).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -430,7 +441,7 @@ async fn fifty_claims_on_a_pool_of_twenty_kubernetes_lagging_watch() {
     let server = FakeApiServer::start().await.expect("fake api server");
     server.set_watch_delay(Duration::from_millis(200));
     let store = KubeStore::new(server.client().expect("client"));
-    fifty_claims_on_twenty(store).await;
+    fifty_claims_on_twenty(store, ExtensionsConfig::default()).await;
 }
 
 /// Members that never become Ready are replaced after the grace period.

@@ -2,7 +2,9 @@
 //! with `status.sandbox.name`, from a watch of claims), warm and cold, in both modes:
 //!
 //! - standalone: the embedded store, the Sandbox driver on the process runtime running this
-//!   binary's `backend` mode, and the pool and claim driver;
+//!   binary's `backend` mode, and the pool and claim driver, with claims reconciled in
+//!   batches (the default) and, for comparison in the same run, one at a time
+//!   (`claim_batch = 1`, the path before batching);
 //! - Kubernetes: `rouse controller`'s code (Sandbox applier plus the pool, claim and template
 //!   controllers) against the fake API server and fake kubelet.
 //!
@@ -80,8 +82,8 @@ impl Latencies {
 /// What one mode measured.
 #[derive(Debug, Clone)]
 pub struct ClaimsReport {
-    /// `standalone` or `kubernetes (fake API server)`.
-    pub mode: &'static str,
+    /// `standalone, ...` or `kubernetes (fake API server)`.
+    pub mode: String,
     /// Claims that adopted a pool member, one at a time.
     pub warm: Latencies,
     /// Claims that adopted a pool member, a whole pool's worth at once.
@@ -302,7 +304,7 @@ async fn delete_claims<S: ExtensionsStore>(store: &S, names: &[String]) -> anyho
 async fn measure<S: ExtensionsStore>(
     store: S,
     bench: &ClaimsBench,
-    mode: &'static str,
+    mode: String,
 ) -> anyhow::Result<ClaimsReport> {
     let stop = CancellationToken::new();
     let seen = watch_claims(store.clone(), stop.clone());
@@ -405,8 +407,9 @@ where
     Ok(())
 }
 
-/// Standalone: embedded store, process runtime, both drivers.
-pub async fn standalone(bench: &ClaimsBench) -> anyhow::Result<ClaimsReport> {
+/// Standalone: embedded store, process runtime, both drivers; claims reconciled in batches of
+/// up to `claim_batch` (1: one at a time).
+pub async fn standalone(bench: &ClaimsBench, claim_batch: usize) -> anyhow::Result<ClaimsReport> {
     let dir = tempfile::tempdir().context("data dir")?;
     let store = EmbeddedStore::open(&dir.path().join(STORE_FILE_NAME)).context("store")?;
     let platform = LocalPlatform::new(LocalConfig::new(dir.path())).context("platform")?;
@@ -416,9 +419,17 @@ pub async fn standalone(bench: &ClaimsBench) -> anyhow::Result<ClaimsReport> {
         platform,
         shutdown.clone(),
     ));
-    let config = ExtensionsConfig::default();
+    let config = ExtensionsConfig {
+        claim_batch,
+        ..ExtensionsConfig::default()
+    };
     let extensions = tokio::spawn(run_standalone(store.clone(), config, shutdown.clone()));
-    let report = measure(store, bench, "standalone").await;
+    let mode = if claim_batch > 1 {
+        format!("standalone, claims in batches (claim_batch = {claim_batch})")
+    } else {
+        "standalone, one claim at a time (claim_batch = 1)".to_owned()
+    };
+    let report = measure(store, bench, mode).await;
     shutdown.cancel();
     let _ = extensions.await;
     let _ = sandboxes.await;
@@ -444,7 +455,7 @@ pub async fn kubernetes(bench: &ClaimsBench) -> anyhow::Result<ClaimsReport> {
         Probes::default(),
         shutdown.clone(),
     ));
-    let report = measure(store, bench, "kubernetes (fake API server)").await;
+    let report = measure(store, bench, "kubernetes (fake API server)".to_owned()).await;
     shutdown.cancel();
     let _ = controller.await;
     report

@@ -10,7 +10,9 @@
 pub mod claims;
 pub mod controller;
 pub mod measure;
+pub mod node;
 pub mod proxy;
 pub mod real_api;
+pub mod scale;
 pub mod scenarios;
 pub mod wake;

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use rouse_loadtest::measure::{self, Budget};
+use rouse_loadtest::node::Runtime;
+use rouse_loadtest::scale::{self, Phase, Which};
 use rouse_loadtest::wake::{self, WakeOptions, WakePath};
 use rouse_loadtest::{proxy, scenarios};
 
@@ -34,6 +36,10 @@ struct Cli {
     /// Claims scenario: warm rounds.
     #[arg(long, default_value_t = 5, env = "ROUSE_LOADTEST_CLAIM_ROUNDS")]
     claim_rounds: usize,
+    /// Claims scenario: the modes to measure, in order (`standalone-one-by-one` is the path
+    /// before claims were batched, for a before/after in one run).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [ClaimMode::StandaloneOneByOne, ClaimMode::Standalone, ClaimMode::Kubernetes])]
+    claim_modes: Vec<ClaimMode>,
     /// Claims scenario: cold claims (and bare sandboxes of the baseline).
     #[arg(long, default_value_t = 20, env = "ROUSE_LOADTEST_COLD")]
     cold: usize,
@@ -44,6 +50,36 @@ struct Cli {
     /// testsupport/cluster/build.sh).
     #[arg(long, value_enum, default_value = "fake", env = "ROUSE_LOADTEST_API")]
     api: rouse_loadtest::controller::ApiServer,
+    /// scale: sandbox counts N, one full run of every controller each.
+    #[arg(long, value_delimiter = ',', default_values_t = [1000], env = "ROUSE_SCALE_SIZES")]
+    sizes: Vec<usize>,
+    /// scale: kwok nodes.
+    #[arg(long, default_value_t = 50, env = "ROUSE_SCALE_NODES")]
+    nodes: usize,
+    /// scale: the controllers, in order.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Which::Upstream, Which::Rouse])]
+    controllers: Vec<Which>,
+    /// scale: the phases to run.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Phase::Rate, Phase::Burst, Phase::Claims, Phase::Refill, Phase::Delete])]
+    phases: Vec<Phase>,
+    /// scale: sandboxes per second of the `rate` phase.
+    #[arg(long, default_value_t = 20.0)]
+    rate: f64,
+    /// scale: warm pool size (and the claims of the `refill` burst).
+    #[arg(long, default_value_t = 200)]
+    warm_pool: usize,
+    /// scale: claims of the `claims` phase.
+    #[arg(long, default_value_t = 1000)]
+    claims: usize,
+    /// scale: claims per second of the `claims` phase.
+    #[arg(long, default_value_t = 10.0)]
+    claim_rate: f64,
+    /// scale: runs of each controller, alternating which goes first.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// scale: the longest wait of one phase, in seconds.
+    #[arg(long, default_value_t = 1800)]
+    phase_seconds: u64,
     /// proxy: keep-alive connections of the HTTP load.
     #[arg(long, default_value_t = 50)]
     connections: usize,
@@ -96,8 +132,28 @@ struct Cli {
     /// restore: keep the data directory, and so the images, on tmpfs (/dev/shm).
     #[arg(long)]
     tmpfs: bool,
-    /// The `rouse` binary the `wake` and `restore` scenarios run; default: `rouse` beside
-    /// this binary.
+    /// restore: also restore the image bare under each option runsc offers (compression,
+    /// direct I/O, background loading, tmpfs) and print the matrix.
+    #[arg(long)]
+    restore_matrix: bool,
+    /// node: wake cycles per runtime class, and claim cycles (a warm claim and a cold create
+    /// each).
+    #[arg(long, default_value_t = 20, env = "ROUSE_LOADTEST_NODE_CYCLES")]
+    node_cycles: usize,
+    /// node: sandboxes of the memory measurement (the node runs at most 110 pods).
+    #[arg(long, default_value_t = 100, env = "ROUSE_LOADTEST_NODE_SANDBOXES")]
+    node_sandboxes: usize,
+    /// node: warm pool members of the claim measurement.
+    #[arg(long, default_value_t = 2)]
+    node_pool: usize,
+    /// node: the runtime classes of the wake measurement (`gvisor`, `runc`).
+    #[arg(long, value_delimiter = ',', default_values_t = [Runtime::Gvisor, Runtime::Runc])]
+    node_runtimes: Vec<Runtime>,
+    /// node: seconds after which a part starts no more cycles.
+    #[arg(long, default_value_t = 900)]
+    node_seconds: u64,
+    /// The `rouse` binary the `wake` and `restore` scenarios run and the `node` scenario packs
+    /// into its image; default: `rouse` beside this binary.
     #[arg(long, value_name = "PATH")]
     rouse: Option<PathBuf>,
 }
@@ -125,6 +181,27 @@ impl std::fmt::Display for WakePathArg {
         f.write_str(match self {
             WakePathArg::Direct => "direct",
             WakePathArg::Store => "store",
+        })
+    }
+}
+
+/// A mode of the claims scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ClaimMode {
+    /// `rouse up`'s drivers on the embedded store, claims in batches (the default).
+    Standalone,
+    /// The same with `claim_batch = 1`: each claim reconciled on its own.
+    StandaloneOneByOne,
+    /// `rouse controller`'s code on the fake API server.
+    Kubernetes,
+}
+
+impl std::fmt::Display for ClaimMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClaimMode::Standalone => "standalone",
+            ClaimMode::StandaloneOneByOne => "standalone-one-by-one",
+            ClaimMode::Kubernetes => "kubernetes",
         })
     }
 }
@@ -158,6 +235,16 @@ enum Scenario {
     /// L4 splice throughput of one stream, direct against the buffered copy and the kernel
     /// pipe, with the proxy's CPU per GB (`--rounds` of `--stream-ms`; not in the default set).
     Splice,
+    /// Rouse's controller against upstream agent-sandbox's on a real control plane with
+    /// kwok nodes, with the bare writes as the baseline (needs testsupport/cluster/build.sh,
+    /// testsupport/upstream/build.sh and `cargo build --release -p rouse`; not in the default
+    /// set).
+    Scale,
+    /// Kubernetes mode on a real node with the Helm-installed release: wake through the cluster
+    /// against the bare pod start, warm claim and cold create → Ready, the memory of the
+    /// controller and proxy pods with N sandboxes (needs root, the real node's binaries and
+    /// `cargo build --release -p rouse`; not part of the default set).
+    Node,
     /// The `wake` scenario's workload: an HTTP server on `$PORT` (internal).
     #[value(hide = true)]
     Backend,
@@ -191,6 +278,11 @@ fn main() -> anyhow::Result<()> {
             controller(&cli)?;
             continue;
         }
+        if scenario == Scenario::Scale {
+            println!("== Scale");
+            scale(&cli)?;
+            continue;
+        }
         if scenario == Scenario::Held {
             println!("== Held");
             proxy::held_scenario(&cli.held_counts)?;
@@ -204,6 +296,11 @@ fn main() -> anyhow::Result<()> {
         if scenario == Scenario::Splice {
             println!("== Splice");
             proxy::splice::run(cli.rounds, Duration::from_millis(cli.stream_ms))?;
+            continue;
+        }
+        if scenario == Scenario::Node {
+            println!("== Node");
+            node_scenario(&cli)?;
             continue;
         }
         if scenario == Scenario::Wake {
@@ -240,10 +337,12 @@ fn main() -> anyhow::Result<()> {
                 max_time,
             })?,
             Scenario::Controller
+            | Scenario::Scale
             | Scenario::Wake
             | Scenario::Claims
             | Scenario::Held
             | Scenario::Splice
+            | Scenario::Node
             | Scenario::Restore => continue,
         };
         println!("== {scenario:?}");
@@ -254,12 +353,8 @@ fn main() -> anyhow::Result<()> {
 
 /// Runs the wake benchmark against the `rouse` binary beside this one (or `--rouse`).
 fn wake_scenario(cli: &Cli) -> anyhow::Result<()> {
-    let rouse = match &cli.rouse {
-        Some(path) => path.clone(),
-        None => std::env::current_exe()?.with_file_name("rouse"),
-    };
     let options = WakeOptions {
-        rouse,
+        rouse: rouse_binary(cli)?,
         cycles: cli.cycles,
         max_time: Duration::from_secs(cli.seconds.max(60)),
         paths: cli
@@ -275,14 +370,34 @@ fn wake_scenario(cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the restore benchmark against the `rouse` binary beside this one (or `--rouse`).
-fn restore_scenario(cli: &Cli) -> anyhow::Result<()> {
-    let rouse = match &cli.rouse {
+/// Runs the real-node benchmark with the image of the `rouse` binary beside this one (or
+/// `--rouse`).
+fn node_scenario(cli: &Cli) -> anyhow::Result<()> {
+    use rouse_loadtest::node::{self, NodeOptions};
+    let options = NodeOptions {
+        rouse: rouse_binary(cli)?,
+        cycles: cli.node_cycles.max(1),
+        sandboxes: cli.node_sandboxes.max(1),
+        pool: cli.node_pool.max(1),
+        runtimes: cli.node_runtimes.clone(),
+        max_time: Duration::from_secs(cli.node_seconds.max(1)),
+    };
+    node::print(&node::run(&options)?);
+    Ok(())
+}
+
+/// `--rouse`, or `rouse` beside this binary.
+fn rouse_binary(cli: &Cli) -> anyhow::Result<PathBuf> {
+    Ok(match &cli.rouse {
         Some(path) => path.clone(),
         None => std::env::current_exe()?.with_file_name("rouse"),
-    };
+    })
+}
+
+/// Runs the restore benchmark against the `rouse` binary beside this one (or `--rouse`).
+fn restore_scenario(cli: &Cli) -> anyhow::Result<()> {
     let options = wake::restore::RestoreOptions {
-        rouse,
+        rouse: rouse_binary(cli)?,
         cycles: cli.cycles,
         max_time: Duration::from_secs(cli.seconds.max(60)),
         mib: cli.mib.max(1),
@@ -292,6 +407,7 @@ fn restore_scenario(cli: &Cli) -> anyhow::Result<()> {
         },
         background_restore: cli.restore_mode == RestoreModeArg::Background,
         tmpfs: cli.tmpfs,
+        matrix: cli.restore_matrix,
     };
     println!(
         "runsc {}, restore {:?}, images on {}",
@@ -314,12 +430,50 @@ fn claims(cli: &Cli) -> anyhow::Result<()> {
         timeout: Duration::from_secs(cli.seconds.max(60)),
     };
     let runtime = tokio::runtime::Runtime::new()?;
-    for report in [
-        runtime.block_on(rouse_loadtest::claims::standalone(&bench))?,
-        runtime.block_on(rouse_loadtest::claims::kubernetes(&bench))?,
-    ] {
+    let batch = rouse_controller::extensions::ExtensionsConfig::default().claim_batch;
+    for mode in &cli.claim_modes {
+        let report = match mode {
+            ClaimMode::Standalone => {
+                runtime.block_on(rouse_loadtest::claims::standalone(&bench, batch))?
+            }
+            ClaimMode::StandaloneOneByOne => {
+                runtime.block_on(rouse_loadtest::claims::standalone(&bench, 1))?
+            }
+            ClaimMode::Kubernetes => {
+                runtime.block_on(rouse_loadtest::claims::kubernetes(&bench))?
+            }
+        };
         rouse_loadtest::claims::print(&report);
     }
+    Ok(())
+}
+
+/// Runs the scale benchmark: both controllers on one real control plane with kwok.
+fn scale(cli: &Cli) -> anyhow::Result<()> {
+    let rouse = match &cli.rouse {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("rouse"),
+    };
+    let mut phases = cli.phases.clone();
+    phases.sort();
+    phases.dedup();
+    let options = scale::Options {
+        sizes: cli.sizes.clone(),
+        nodes: cli.nodes.max(1),
+        controllers: cli.controllers.clone(),
+        phases,
+        rate: cli.rate,
+        concurrency: cli.concurrency.max(1),
+        pool: cli.warm_pool.max(1),
+        claims: cli.claims,
+        claim_rate: cli.claim_rate,
+        repeat: cli.repeat.max(1),
+        rouse,
+        phase_deadline: Duration::from_secs(cli.phase_seconds.max(10)),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let reports = runtime.block_on(scale::run(&options))?;
+    scale::print(&reports);
     Ok(())
 }
 

@@ -90,3 +90,46 @@ async fn controller_scenario_on_the_real_api_server() {
     .await
     .expect("the real-API controller scenario finishes within 10 minutes");
 }
+
+/// Runs `rouse-loadtest` with `args`; its exit success and stderr.
+fn loadtest(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rouse-loadtest"))
+        .args(args)
+        .output()
+        .expect("run rouse-loadtest");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The node scenario refuses a `rouse` binary that is not there before it starts anything,
+/// naming it and how to build it (no root or node needed).
+#[test]
+fn node_scenario_names_a_missing_rouse_binary() {
+    let (ok, stderr) = loadtest(&[
+        "node",
+        "--rouse",
+        "/nonexistent/rouse",
+        "--node-cycles",
+        "1",
+    ]);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains(
+            "/nonexistent/rouse does not exist; build it first: cargo build --release -p rouse"
+        ),
+        "{stderr}"
+    );
+}
+
+/// An unknown runtime class is refused with the ones there are.
+#[test]
+fn node_scenario_refuses_an_unknown_runtime_class() {
+    let (ok, stderr) = loadtest(&["node", "--node-runtimes", "gvisor,kata"]);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("'kata'") && stderr.contains("gvisor") && stderr.contains("runc"),
+        "{stderr}"
+    );
+}

@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod sdk;
+pub mod upstream;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,17 +19,13 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::core::v1::Service;
-use kube::{Api, Client};
+use kube::Client;
 use rouse_testsupport::cluster;
 use rouse_testsupport::image;
-use rouse_testsupport::node::{RealNode, shared_or_skip};
+use rouse_testsupport::node::{RealNode, release, shared_or_skip};
 use serde_json::Value;
 
-/// The release's namespace (the chart's documented one).
-pub const RELEASE_NAMESPACE: &str = "rouse-system";
-/// The proxy's sandbox domain in the chart's default config.
-pub const DOMAIN: &str = "sandbox.example.com";
+pub use rouse_testsupport::node::release::{DOMAIN, RELEASE_NAMESPACE};
 /// Bounds every wait of these tests: pods really start here.
 pub const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -88,44 +85,13 @@ fn stripped_rouse() -> Result<PathBuf> {
 /// `helm install` of the chart with the local image, the RuntimeClass `gvisor` and the
 /// proxy's Service on a NodePort; waits for every Deployment.
 fn install(node: &'static RealNode) -> Result<Release> {
-    let helm = cluster::helm_binary()?;
-    let chart = cluster::deploy_dir().join("helm/rouse");
     let started = Instant::now();
-    let out = Command::new(&helm)
-        .args(["install", "rouse"])
-        .arg(&chart)
-        .args(["--namespace", RELEASE_NAMESPACE, "--create-namespace"])
-        .args(["--set", "image.repository=registry.local/rouse"])
-        .args(["--set", "image.tag=dev"])
-        .args(["--set", "image.pullPolicy=Never"])
-        .args(["--set", "runtimeClasses.gvisor=true"])
-        .args(["--set", "proxy.service.type=NodePort"])
-        .args(["--wait", "--timeout", "180s"])
-        .env("KUBECONFIG", node.kubeconfig())
-        .output()
-        .context("run helm")?;
-    if !out.status.success() {
-        bail!(
-            "helm install failed: {}{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            describe_release(node)
-        );
-    }
+    release::helm_install(node).map_err(|e| e.context(describe_release(node)))?;
     eprintln!(
         "helm install: the release is up after {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let port = block_on(async {
-        let services: Api<Service> = Api::namespaced(node.client().await?, RELEASE_NAMESPACE);
-        let service = services.get("rouse-proxy").await?;
-        service
-            .spec
-            .and_then(|s| s.ports)
-            .and_then(|p| p.first().and_then(|p| p.node_port))
-            .context("the proxy Service has no NodePort")
-    })?;
-    let port = u16::try_from(port).context("NodePort")?;
+    let port = block_on(release::proxy_node_port(node))?;
     Ok(Release {
         node,
         proxy: SocketAddr::from((node.node_ip(), port)),

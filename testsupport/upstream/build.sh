@@ -4,6 +4,11 @@
 #   <cache>/agent-sandbox-<version>/e2e.test             upstream's end-to-end suite (test/e2e)
 #   <cache>/agent-sandbox-<version>/e2e-extensions.test  its extensions suite (test/e2e/extensions)
 #   <cache>/agent-sandbox-<version>/agent-sandbox-controller   upstream's controller
+#   <cache>/agent-sandbox-<version>/manifests.yaml       its CRDs and RBAC (k8s/crds/*.yaml,
+#                                                        k8s/*rbac.generated.yaml), for the
+#                                                        scale benchmark's run of it
+#   <cache>/agent-sandbox-<version>/sandboxd             upstream's sandboxd daemon (static), packed
+#                                                        into the image its e2e test runs
 #   <cache>/kwok-<version>/kwok                          kwok, which simulates a node
 #   <cache>/kwok-<version>/stages.yaml                   kwok's own node and pod stages, and
 #                                                        ours (stages/*.yaml, see there);
@@ -12,7 +17,7 @@
 #
 # and prints one line per program, `<name> <path>`, for tests and benchmarks to read:
 #
-#   testsupport/upstream/build.sh               # e2e, e2e-extensions, controller, kwok, kwok-stages
+#   testsupport/upstream/build.sh               # e2e, e2e-extensions, controller, upstream-manifests, sandboxd, kwok, kwok-stages
 #   testsupport/upstream/build.sh --print kwok  # only the path of one (built if missing)
 #
 # Each program is built only when missing (the cache key is the pinned version). Environment:
@@ -43,13 +48,15 @@ declare -A path=(
     [e2e]="$sandbox_dir/e2e.test"
     [e2e-extensions]="$sandbox_dir/e2e-extensions.test"
     [controller]="$sandbox_dir/agent-sandbox-controller"
+    [upstream-manifests]="$sandbox_dir/manifests.yaml"
+    [sandboxd]="$sandbox_dir/sandboxd"
     [kwok]="$kwok_dir/kwok"
     [kwok-stages]="$kwok_dir/stages.yaml"
 )
-order=(e2e e2e-extensions controller kwok kwok-stages)
+order=(e2e e2e-extensions controller upstream-manifests sandboxd kwok kwok-stages)
 only=""
 if [ "${1:-}" = "--print" ]; then
-    only="${2:?usage: build.sh [--print e2e|e2e-extensions|controller|kwok|kwok-stages]}"
+    only="${2:?usage: build.sh [--print e2e|e2e-extensions|controller|upstream-manifests|sandboxd|kwok|kwok-stages]}"
     [ -n "${path[$only]:-}" ] || { echo "build.sh: no program named $only" >&2; exit 2; }
 fi
 
@@ -65,6 +72,16 @@ build() {
         e2e) "$go" test -c -trimpath -o "$out.tmp" sigs.k8s.io/agent-sandbox/test/e2e >&2 ;;
         e2e-extensions) "$go" test -c -trimpath -o "$out.tmp" sigs.k8s.io/agent-sandbox/test/e2e/extensions >&2 ;;
         controller) "$go" build -trimpath -o "$out.tmp" sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller >&2 ;;
+        upstream-manifests)
+            local k8s
+            k8s="$("$go" list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)/k8s"
+            for f in "$k8s"/crds/*.yaml "$k8s"/rbac.generated.yaml "$k8s"/extensions-rbac.generated.yaml; do
+                echo "---"
+                cat "$f"
+            done > "$out.tmp"
+            ;;
+        # As upstream's packages/sandboxd/Dockerfile builds it (static, symbols stripped).
+        sandboxd) "$go" build -trimpath -ldflags="-s -w" -o "$out.tmp" sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd >&2 ;;
         kwok) "$go" build -trimpath -o "$out.tmp" sigs.k8s.io/kwok/cmd/kwok >&2 ;;
         kwok-stages)
             # kwok's own stages from its module: the node made Ready and kept alive; a pod

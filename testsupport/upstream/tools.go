@@ -1,11 +1,13 @@
 //go:build tools
 
-// Package tools pins the Go programs build.sh compiles: upstream agent-sandbox's controller and
-// end-to-end suites, and kwok, which simulates a node for them. Nothing here is built into Rouse.
+// Package tools pins the Go programs build.sh compiles: upstream agent-sandbox's controller,
+// end-to-end suites and sandboxd daemon (for the image its test runs), and kwok, which
+// simulates a node for them. Nothing here is built into Rouse.
 package tools
 
 import (
 	_ "sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller"
+	_ "sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd"
 	_ "sigs.k8s.io/agent-sandbox/test/e2e/framework"
 	_ "sigs.k8s.io/kwok/cmd/kwok"
 

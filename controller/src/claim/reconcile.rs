@@ -357,7 +357,7 @@ where
 }
 
 /// The pool's members that no other reconcile of this process is adopting.
-async fn free_members<S: Store<Sandbox>>(
+pub(super) async fn free_members<S: Store<Sandbox>>(
     store: &S,
     reservations: &Reservations,
     claim: &SandboxClaim,
@@ -387,7 +387,7 @@ async fn write_status<S: Store<SandboxClaim>>(
     Ok(())
 }
 
-fn optional<K>(result: Result<K, StoreError>) -> Result<Option<K>, StoreError> {
+pub(super) fn optional<K>(result: Result<K, StoreError>) -> Result<Option<K>, StoreError> {
     match result {
         Ok(k) => Ok(Some(k)),
         Err(e) if e.is_not_found() => Ok(None),

@@ -4,6 +4,7 @@
 //! driver for standalone mode ([`run_standalone`]) and kube-runtime controllers for
 //! Kubernetes mode ([`kube`]).
 
+mod claims;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod kube;
@@ -30,6 +31,9 @@ pub struct ExtensionsConfig {
     pub retry_max: Duration,
     /// How long shutdown waits for running reconciles. Default 5s.
     pub drain: Duration,
+    /// Standalone: most claims reconciled together, their adoptions written in one commit;
+    /// 1 reconciles each claim on its own (at most `concurrency` at once). Default 128.
+    pub claim_batch: usize,
 }
 
 impl Default for ExtensionsConfig {
@@ -41,6 +45,7 @@ impl Default for ExtensionsConfig {
             retry_min: Duration::from_millis(100),
             retry_max: Duration::from_secs(30),
             drain: Duration::from_secs(5),
+            claim_batch: 128,
         }
     }
 }

@@ -3,6 +3,10 @@
 //! [`Router`] decides what each change wakes), and at most
 //! [`ExtensionsConfig::concurrency`] reconciles run at once. Pool members are ordinary
 //! Sandboxes, which the Sandbox driver runs on the local platform.
+//!
+//! Claims go in batches ([`ExtensionsConfig::claim_batch`]): one batch runs at a time, and
+//! the claims that arrive meanwhile wait for it and go together in the next, so a burst of
+//! claims costs a few commits instead of several per claim ([`reconcile_claims`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +22,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::ExtensionsConfig;
+use super::claims::claim_batch;
 use super::router::{Router, Work};
-use crate::claim::{Reservations, reconcile_claim};
+use crate::claim::{AdoptionWrites, Reservations, reconcile_claim};
 use crate::pool::{Expectations, reconcile_pool};
 use crate::queue::{Outcome, Queue, RetryBackoff};
 
@@ -45,6 +50,7 @@ pub trait ExtensionsStore:
     + Store<SandboxClaim>
     + Store<SandboxWarmPool>
     + Store<SandboxTemplate>
+    + AdoptionWrites
     + Clone
     + 'static
 {
@@ -55,10 +61,15 @@ impl<S> ExtensionsStore for S where
         + Store<SandboxClaim>
         + Store<SandboxWarmPool>
         + Store<SandboxTemplate>
+        + AdoptionWrites
         + Clone
         + 'static
 {
 }
+
+/// What a finished job reports: whether it was the claim batch, and each item's result
+/// (`Ok(requeue)`, or `Err(retry)` after a failure).
+type Finished = (bool, Vec<(Work, Result<Option<Duration>, bool>)>);
 
 /// Reconciles the store's pools and claims until `shutdown`.
 ///
@@ -107,7 +118,9 @@ pub async fn run_standalone<S: ExtensionsStore>(
     let reservations = Reservations::default();
     let mut router = Router::default();
     let mut queue: Queue<Work> = Queue::default();
-    let mut jobs: JoinSet<(Work, Result<Option<Duration>, bool>)> = JoinSet::new();
+    let mut jobs: JoinSet<Finished> = JoinSet::new();
+    let batching = config.claim_batch > 1;
+    let mut batch_running = false;
     let config = Arc::new(config);
     let mut resync = tokio::time::interval(config.resync);
     resync.reset();
@@ -121,27 +134,46 @@ pub async fn run_standalone<S: ExtensionsStore>(
             biased;
             () = shutdown.cancelled() => break,
             Some(done) = jobs.join_next(), if !jobs.is_empty() => match done {
-                Ok((work, result)) => {
-                    let outcome = match result {
-                        Ok(requeue) => Outcome::Done(requeue),
-                        Err(true) => Outcome::Retry,
-                        // Not worth retrying: drop its backoff; a change or the resync brings it back.
-                        Err(false) => Outcome::Gone,
-                    };
-                    let backoff = RetryBackoff { min: config.retry_min, max: config.retry_max };
-                    queue.finish(work, outcome, backoff, Instant::now());
+                Ok((batch, results)) => {
+                    batch_running &= !batch;
+                    for (work, result) in results {
+                        let outcome = match result {
+                            Ok(requeue) => Outcome::Done(requeue),
+                            Err(true) => Outcome::Retry,
+                            // Not worth retrying: drop its backoff; a change or the resync
+                            // brings it back.
+                            Err(false) => Outcome::Gone,
+                        };
+                        let backoff = RetryBackoff { min: config.retry_min, max: config.retry_max };
+                        queue.finish(work, outcome, backoff, Instant::now());
+                    }
                 }
-                Err(error) => tracing::error!(%error, "pool or claim reconcile task failed"),
+                Err(error) => {
+                    // A panicked batch leaves its claims running in the queue until the
+                    // resync; the next batch must not wait for it.
+                    batch_running = false;
+                    tracing::error!(%error, "pool or claim reconcile task failed");
+                }
             },
             Some(event) = rx.recv() => {
-                let work = match event {
-                    Event::Sandbox(s, deleted) => router.sandbox(&s, deleted, &expectations),
-                    Event::Claim(c, deleted) => router.claim(&c, deleted),
-                    Event::Pool(p, deleted) => router.pool(&p, deleted, &expectations),
-                    Event::Template(t, added) => router.template(&t, added),
-                };
-                for w in work {
-                    queue.add(w);
+                // Everything already waiting too, so that changes committed together (a burst
+                // of claims) are queued before the next dispatch and go in one batch.
+                let mut next = Some(event);
+                let mut handled = 0;
+                while let Some(event) = next.take() {
+                    let work = match event {
+                        Event::Sandbox(s, deleted) => router.sandbox(&s, deleted, &expectations),
+                        Event::Claim(c, deleted) => router.claim(&c, deleted),
+                        Event::Pool(p, deleted) => router.pool(&p, deleted, &expectations),
+                        Event::Template(t, added) => router.template(&t, added),
+                    };
+                    for w in work {
+                        queue.add(w);
+                    }
+                    handled += 1;
+                    if handled < EVENT_CAPACITY {
+                        next = rx.try_recv().ok();
+                    }
                 }
             }
             () = sleep_until(next_due), if next_due.is_some() => queue.promote(Instant::now()),
@@ -152,7 +184,36 @@ pub async fn run_standalone<S: ExtensionsStore>(
             }
         }
         while jobs.len() < config.concurrency.max(1) {
-            let Some(work) = queue.pop() else { break };
+            let is_claim = |w: &Work| matches!(w, Work::Claim(_));
+            if batching && !batch_running {
+                let claims = queue.pop_matching(config.claim_batch, is_claim);
+                if !claims.is_empty() {
+                    batch_running = true;
+                    let (store, reservations, config) =
+                        (store.clone(), reservations.clone(), config.clone());
+                    let span = tracing::info_span!(
+                        "reconcile",
+                        kind = "sandboxclaim",
+                        batch = claims.len()
+                    );
+                    jobs.spawn(
+                        async move {
+                            (
+                                true,
+                                claim_batch(&store, &reservations, &config, claims).await,
+                            )
+                        }
+                        .instrument(span),
+                    );
+                    continue;
+                }
+            }
+            let work = if batching {
+                queue.pop_matching(1, |w| !is_claim(w)).pop()
+            } else {
+                queue.pop()
+            };
+            let Some(work) = work else { break };
             let store = store.clone();
             let expectations = expectations.clone();
             let reservations = reservations.clone();
@@ -162,7 +223,7 @@ pub async fn run_standalone<S: ExtensionsStore>(
                 async move {
                     let result =
                         reconcile(&store, &expectations, &reservations, &config, &work).await;
-                    (work, result)
+                    (false, vec![(work, result)])
                 }
                 .instrument(span),
             );

@@ -3,7 +3,10 @@
 
 mod embedded;
 
-pub use embedded::{EmbeddedStore, EmbeddedStoreConfig, OpenError, STORE_FILE_NAME, StoreHealth};
+pub use embedded::{
+    EmbeddedStore, EmbeddedStoreConfig, OpenError, STORE_FILE_NAME, SequenceError, StoreHealth,
+    WriteSequence,
+};
 
 #[cfg(test)]
 mod tests;

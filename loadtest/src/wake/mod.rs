@@ -21,6 +21,7 @@ use serde_json::json;
 
 use up::RouseUp;
 
+pub mod bare;
 pub mod restore;
 mod up;
 
@@ -301,16 +302,20 @@ impl WakeSide {
     /// Each pair sees the machine's load of the same moment, so the spread is the wake's own
     /// rather than the difference of two noisy percentiles.
     pub fn paired_overhead_ms(&self) -> Vec<f64> {
-        let mut paired: Vec<f64> = self
-            .wake
-            .samples
-            .iter()
-            .zip(&self.backend.samples)
-            .map(|(wake, backend)| (wake.as_secs_f64() - backend.as_secs_f64()) * 1e3)
-            .collect();
-        paired.sort_by(f64::total_cmp);
-        paired
+        paired_ms(&self.wake, &self.backend)
     }
+}
+
+/// Per cycle, `side` minus the `baseline` sample of the same cycle, in ms, sorted.
+pub fn paired_ms(side: &Latencies, baseline: &Latencies) -> Vec<f64> {
+    let mut paired: Vec<f64> = side
+        .samples
+        .iter()
+        .zip(&baseline.samples)
+        .map(|(side, base)| (side.as_secs_f64() - base.as_secs_f64()) * 1e3)
+        .collect();
+    paired.sort_by(f64::total_cmp);
+    paired
 }
 
 /// The `q` quantile (0..=1) of sorted values, nearest rank; 0 when there are none.

@@ -10,17 +10,16 @@
 //! Each wake is connect → request → the first response byte through the proxy, with the
 //! sandbox suspended (and its checkpoint recorded) before. Each checkpoint's time and image
 //! size are read from its `Checkpointed` condition. Needs a current runsc (the pinned build
-//! of testsupport/gvisor/build.sh) and root.
+//! of testsupport/gvisor/build.sh) and root. With `--restore-matrix`, the bare side also runs
+//! under each option runsc offers (`bare::matrix`).
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::json;
 
+use super::bare::{self, Bare, MatrixRow};
 use super::up::RouseUp;
 use super::{DEADLINE, Latencies, SETTLE, first_byte};
 
@@ -64,6 +63,8 @@ pub struct RestoreOptions {
     /// The data directory (and so the checkpoint images) on tmpfs (`/dev/shm`) instead of
     /// the disk.
     pub tmpfs: bool,
+    /// Also restore (and re-checkpoint) the image bare under each runsc option.
+    pub matrix: bool,
 }
 
 /// The three sides and the image's size.
@@ -82,6 +83,8 @@ pub struct RestoreReport {
     pub checkpoints: Latencies,
     /// The MiB the workload wrote.
     pub mib: usize,
+    /// The bare restore under each runsc option, when asked for.
+    pub matrix: Option<Vec<MatrixRow>>,
 }
 
 /// Runs the whole scenario.
@@ -161,27 +164,30 @@ fn sides(rouse: &RouseUp, data: &Path, options: &RestoreOptions) -> anyhow::Resu
     let image = data.join("checkpoints/default").join(WARM).join("image");
     let bench = tempfile::tempdir().context("bare restore directory")?;
     let copy = bench.path().join("image");
-    let status = Command::new("cp")
-        .args(["-a", "--no-target-directory"])
-        .arg(&image)
-        .arg(&copy)
-        .status()?;
-    if !status.success() {
-        bail!("copying the image {} failed", image.display());
-    }
-    let image_bytes = std::fs::read_dir(&copy)?
-        .flatten()
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum();
-    let bare = bare_restores(data, &copy, &bench.path().join("root"), options)?;
-
+    bare::copy(&image, &copy)?;
+    let image_bytes = bare::size(&copy);
+    let side = Bare::new(data, WARM, PORT, &options.runsc, &bench.path().join("root"))?;
+    let flags: &[&str] = if options.background_restore {
+        &["--background"]
+    } else {
+        &[]
+    };
+    let variant = bare::Variant {
+        name: "bare runsc restore (spawn → first byte)",
+        image: &copy,
+        flags,
+    };
+    // Bare restore and wake alternate, so both see the same load on a shared machine: each
+    // round checkpoints the sandbox, restores the copied image bare in its namespace (free
+    // while the sandbox is suspended), then wakes the sandbox through the proxy.
+    let mut bare_samples = Vec::new();
     let mut wake = Vec::new();
     let started = Instant::now();
     while wake.len() < options.cycles && started.elapsed() < options.max_time {
         if !wake.is_empty() {
             checkpoints.push(suspend(rouse, WARM, true)?);
         }
+        bare_samples.extend(side.restores(&variant, 1, options.max_time)?.samples);
         std::thread::sleep(SETTLE);
         let t = Instant::now();
         first_byte(rouse.proxy, &warm_host)?;
@@ -190,6 +196,22 @@ fn sides(rouse: &RouseUp, data: &Path, options: &RestoreOptions) -> anyhow::Resu
         // Restored and ready: the image is gone, so the next suspend records a new one.
         rouse.wait_condition_of(WARM, "Checkpointed", "absent")?;
     }
+    let bare = Latencies {
+        name: variant.name,
+        samples: bare_samples,
+    };
+    // The matrix last: the sandbox is suspended again so its namespace is free.
+    let matrix = if options.matrix {
+        suspend(rouse, WARM, true)?;
+        Some(bare::matrix(
+            &side,
+            &copy,
+            options.cycles,
+            options.max_time,
+        )?)
+    } else {
+        None
+    };
     let mut cold = Vec::new();
     let started = Instant::now();
     while cold.len() < options.cycles && started.elapsed() < options.max_time {
@@ -211,6 +233,7 @@ fn sides(rouse: &RouseUp, data: &Path, options: &RestoreOptions) -> anyhow::Resu
             samples: cold,
         },
         image_bytes,
+        matrix,
         checkpoints: Latencies {
             name: "runsc checkpoint (its Checkpointed condition)",
             samples: checkpoints.into_iter().flatten().collect(),
@@ -276,104 +299,6 @@ fn suspend(rouse: &RouseUp, name: &str, checkpoint: bool) -> anyhow::Result<Opti
     Ok(Some(Duration::from_millis(ms)))
 }
 
-/// `runsc restore` of `image` in the suspended sandbox's own network namespace and bundle,
-/// under another runsc root and container id, `cycles` times: spawn → first byte.
-fn bare_restores(
-    data: &Path,
-    image: &Path,
-    root: &Path,
-    options: &RestoreOptions,
-) -> anyhow::Result<Latencies> {
-    let index: u32 = std::fs::read_to_string(data.join("run/netns/default").join(WARM))
-        .context("the sandbox's network namespace index")?
-        .trim()
-        .parse()?;
-    let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 234, 0, 0)) + index * 4 + 2);
-    let bundle = data.join("run/bundles/default").join(WARM);
-    std::fs::create_dir_all(root)?;
-    let id = "rouse_bench_bare";
-    // A management call: its failure shows in the next restore, which then never answers.
-    let runsc = |args: &[&str]| {
-        let _ = Command::new(&options.runsc)
-            .arg("--root")
-            .arg(root)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    };
-    let mut samples = Vec::new();
-    let started = Instant::now();
-    while samples.len() < options.cycles && started.elapsed() < options.max_time {
-        // runsc moved the address into gVisor last time: put it back, as Rouse does.
-        let _ = Command::new("ip")
-            .args(["-n", &format!("rouse-{index}"), "addr", "replace"])
-            .arg(format!("{ip}/30"))
-            .args(["dev", &format!("rvs{index}")])
-            .status();
-        let t = Instant::now();
-        // The same command line as Rouse's (the bundle names the network namespace).
-        let mut command = Command::new(&options.runsc);
-        command.arg("--root").arg(root).args([
-            "--platform=systrap",
-            "--network=sandbox",
-            "--overlay2=root:memory",
-            "--ignore-cgroups",
-            "restore",
-        ]);
-        if options.background_restore {
-            command.arg("--background");
-        }
-        let mut child = command
-            .arg("--image-path")
-            .arg(image)
-            .arg("--bundle")
-            .arg(&bundle)
-            .arg(id)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("spawn runsc restore")?;
-        let addr = SocketAddr::from((ip, PORT));
-        let result = answered(addr, t + DEADLINE);
-        let took = t.elapsed();
-        runsc(&["kill", "--all", id, "9"]);
-        let _ = child.kill();
-        let _ = child.wait();
-        runsc(&["delete", "--force", id]);
-        result.context("the bare restore never answered")?;
-        samples.push(took);
-    }
-    Ok(Latencies {
-        name: "bare runsc restore (spawn → first byte)",
-        samples,
-    })
-}
-
-/// Retries a GET on `addr` until its first response byte arrives or `until`: each connect
-/// is bounded, since an address in a namespace nobody answers in yet can swallow a SYN.
-fn answered(addr: SocketAddr, until: Instant) -> anyhow::Result<()> {
-    loop {
-        let attempt = (|| -> anyhow::Result<()> {
-            let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200))?;
-            stream.set_read_timeout(Some(DEADLINE))?;
-            stream.set_nodelay(true)?;
-            stream.write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n")?;
-            let mut byte = [0u8; 1];
-            if stream.read(&mut byte)? == 0 {
-                bail!("{addr} closed without answering");
-            }
-            Ok(())
-        })();
-        match attempt {
-            Ok(()) => return Ok(()),
-            Err(error) if Instant::now() > until => return Err(error),
-            Err(_) => std::thread::sleep(Duration::from_millis(1)),
-        }
-    }
-}
-
 /// Prints the three sides and the ratios the goal is stated in.
 pub fn print(report: &RestoreReport) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
@@ -401,4 +326,7 @@ pub fn print(report: &RestoreReport) {
         ratio(&report.wake, &report.cold, 0.5),
         ratio(&report.wake, &report.cold, 0.99)
     );
+    if let Some(rows) = &report.matrix {
+        bare::print_matrix(rows);
+    }
 }

@@ -6,8 +6,9 @@
 //! finds for them, and text; [`ImageBuilder::build`] writes the archive deterministically
 //! (sorted entries, mtime 0, the owners given) under `<cache>/images/` and reuses it while the
 //! inputs are unchanged. [`pause_image`], [`python_runtime_image`] and [`rouse_image`] are the
-//! images the real node needs, [`python_sdk_image`] the one its SDK tests add; [`import`]
-//! loads an archive into a containerd.
+//! images the real node needs, [`python_sdk_image`] the one its SDK tests add, the
+//! `upstream_*` images stand in for those of upstream's end-to-end tests; [`import`] loads an
+//! archive into a containerd.
 //!
 //! # Example
 //! ```no_run
@@ -27,6 +28,7 @@ mod ldd;
 mod name;
 mod read;
 mod recipes;
+mod upstream;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,6 +43,11 @@ pub use recipes::{
     Image, NONROOT, PAUSE, PYTHON_RUNTIME, PYTHON_SDK, ROUSE, SANDBOX_RUNTIME_PATH,
     SDK_SITE_PACKAGES, pause_binary, pause_image, python_runtime_image, python_sdk_image,
     rouse_image,
+};
+pub use upstream::{
+    UPSTREAM_CHROME, UPSTREAM_PAUSE, UPSTREAM_PYTHON_RUNTIME, UPSTREAM_SANDBOXD,
+    upstream_chrome_image, upstream_pause_image, upstream_python_runtime_image,
+    upstream_sandboxd_image,
 };
 
 /// A failure to build, read or import an image; each names what it was working on.

@@ -174,7 +174,7 @@ pub fn python_sdk_image(venv: &Path) -> Result<Image> {
 /// The Python both images share: the host's `python3.X` (returned) with its standard library
 /// and libraries, busybox, `/etc/passwd` and `/etc/group`, `/app` (the working directory),
 /// `/tmp` and `/root`.
-fn python_base(name: &str) -> Result<(ImageBuilder, String)> {
+pub(super) fn python_base(name: &str) -> Result<(ImageBuilder, String)> {
     let python = std::fs::canonicalize("/usr/bin/python3")
         .map_err(|e| read_error(Path::new("/usr/bin/python3"), e))?;
     let version = python
@@ -206,6 +206,21 @@ fn python_base(name: &str) -> Result<(ImageBuilder, String)> {
             builder = builder.libs_of(dynload.join(entry));
         }
     }
+    let builder = with_busybox(builder)?
+        .text("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n", 0o644)
+        .text("/etc/group", "root:x:0:\nnobody:x:65534:\n", 0o644)
+        .empty_dir("/root", 0o700)
+        .empty_dir("/tmp", 0o1777)
+        // Writable by any user: without a volume mounted there the runtime's root still works.
+        .empty_dir("/app", 0o777)
+        .env("HOME", "/root")
+        .workdir("/app");
+    Ok((builder, version))
+}
+
+/// `builder` with busybox's applets (`/bin/sh`, `echo`, `ps`, ...) when `/bin/busybox` exists
+/// (Debian's `busybox-static`), else unchanged.
+pub(super) fn with_busybox(mut builder: ImageBuilder) -> Result<ImageBuilder> {
     let busybox = Path::new("/bin/busybox");
     if busybox.is_file() {
         builder = builder.binary_with_libs(busybox, "/bin/busybox");
@@ -221,16 +236,7 @@ fn python_base(name: &str) -> Result<(ImageBuilder, String)> {
             }
         }
     }
-    let builder = builder
-        .text("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n", 0o644)
-        .text("/etc/group", "root:x:0:\nnobody:x:65534:\n", 0o644)
-        .empty_dir("/root", 0o700)
-        .empty_dir("/tmp", 0o1777)
-        // Writable by any user: without a volume mounted there the runtime's root still works.
-        .empty_dir("/app", 0o777)
-        .env("HOME", "/root")
-        .workdir("/app");
-    Ok((builder, version))
+    Ok(builder)
 }
 
 /// Every `*.so` file below `dir` (symlinks not followed).

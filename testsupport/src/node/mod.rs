@@ -13,6 +13,7 @@
 pub mod dns;
 mod files;
 mod net;
+pub mod release;
 mod teardown;
 
 use std::fs::File;
@@ -184,6 +185,12 @@ impl RealNode {
     /// The network namespace's path (for `nsenter --net=` in tests that must act inside).
     pub fn netns_path(&self) -> String {
         self.net.netns_path()
+    }
+
+    /// The cgroup, under every v1 hierarchy's root, that holds the node's parts and its pods
+    /// (`rouse-node-<id>`; the kubelet's `cgroupRoot`).
+    pub fn cgroup(&self) -> String {
+        format!("rouse-node-{}", self.net.id)
     }
 
     /// The run directory (logs in `logs/<part>.log`).
@@ -577,7 +584,10 @@ impl RealNode {
             .create(true)
             .append(true)
             .open(self.run.join(teardown::PIDS))?;
-        std::io::Write::write_all(&mut pids, format!("{pid}\n").as_bytes())?;
+        // With its start time: the tear-down kills a PID only while it is still this process
+        // (a late tear-down must not hit a later run's process that reused the number).
+        let started = teardown::start_time(pid).unwrap_or_default();
+        std::io::Write::write_all(&mut pids, format!("{pid} {started}\n").as_bytes())?;
         let cgroup = self
             .net
             .netns()

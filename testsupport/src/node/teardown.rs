@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 pub const RUNS: &str = "/var/tmp/rouse-node";
 /// The script's name in the run directory.
 pub const SCRIPT: &str = "teardown.sh";
-/// The file listing the PIDs the run started, one per line.
+/// The file listing the PIDs the run started, one `PID START_TIME` per line.
 pub const PIDS: &str = "pids";
 /// The file naming the process that owns the run (`PID START_TIME`).
 pub const OWNER: &str = "owner";
@@ -44,17 +44,23 @@ R='{run}'
 CG='{cgroup}'
 NS='{netns}'
 [ -d "$R" ] || exit 0
+# One tear-down at a time (the watchdog of a killed run and the next run's sweep can meet):
+# the second waits, then finds the directory gone.
+exec 9<"$R" && flock 9
+[ -f "$R/{SCRIPT}" ] || exit 0
+# A PID is this run's only while its start time is the one recorded.
+ours() {{ [ "$(sed 's/.*) //' /proc/"$1"/stat 2>/dev/null | cut -d' ' -f20)" = "$2" ]; }}
 # 1. The node's own processes: TERM, then KILL after 10 s.
 if [ -f "$R/{PIDS}" ]; then
-  for p in $(cat "$R/{PIDS}"); do kill -TERM "$p" 2>/dev/null; done
+  while read -r p t; do ours "$p" "$t" && kill -TERM "$p" 2>/dev/null; done < "$R/{PIDS}"
   i=0
   while [ $i -lt 50 ]; do
     alive=""
-    for p in $(cat "$R/{PIDS}"); do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+    while read -r p t; do ours "$p" "$t" && alive="$alive $p"; done < "$R/{PIDS}"
     [ -z "$alive" ] && break
     sleep 0.2; i=$((i + 1))
   done
-  for p in $(cat "$R/{PIDS}"); do kill -KILL "$p" 2>/dev/null; done
+  while read -r p t; do ours "$p" "$t" && kill -KILL "$p" 2>/dev/null; done < "$R/{PIDS}"
 fi
 # 2. Whatever is left in the run's cgroups: pods, shims, gVisor sandboxes.
 i=0
@@ -103,7 +109,8 @@ pub fn watchdog(dir: &Path, owner: u32) -> Result<()> {
     Command::new("setsid")
         .arg("sh")
         .arg("-c")
-        .arg("tail --pid=\"$1\" -f /dev/null; exec sh \"$2\"")
+        // The run's own stop may have torn down (and removed the script) already.
+        .arg("tail --pid=\"$1\" -f /dev/null; [ -f \"$2\" ] && exec sh \"$2\"")
         .arg("rouse-node-watchdog")
         .arg(owner.to_string())
         .arg(dir.join(SCRIPT))
@@ -155,7 +162,7 @@ pub fn sweep_stale() -> Vec<PathBuf> {
 }
 
 /// A process's start time (field 22 of `/proc/PID/stat`), if it runs.
-fn start_time(pid: u32) -> Option<String> {
+pub(crate) fn start_time(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
     rest.split_whitespace().nth(19).map(str::to_owned)
@@ -179,6 +186,7 @@ mod tests {
             "never a glob over namespaces"
         );
         assert!(!text.contains("pkill"), "never a pattern over processes");
+        assert!(text.contains("flock 9"), "one tear-down at a time");
         assert!(
             start_time(std::process::id()).is_some(),
             "this process's start time is readable"

@@ -40,6 +40,8 @@ pub struct Programs {
     pub e2e_extensions: PathBuf,
     /// Upstream's `cmd/agent-sandbox-controller`.
     pub controller: PathBuf,
+    /// Upstream's `packages/sandboxd/cmd/sandboxd` (static), for the image its test runs.
+    pub sandboxd: PathBuf,
     /// `sigs.k8s.io/kwok/cmd/kwok`.
     pub kwok: PathBuf,
     /// kwok's own node and pod stages, and ours (`testsupport/upstream/stages/`).
@@ -66,6 +68,7 @@ impl Programs {
             e2e: sandbox.join("e2e.test"),
             e2e_extensions: sandbox.join("e2e-extensions.test"),
             controller: sandbox.join("agent-sandbox-controller"),
+            sandboxd: sandbox.join("sandboxd"),
             kwok: kwok.join("kwok"),
             kwok_stages: kwok.join("stages.yaml"),
         }
@@ -78,6 +81,7 @@ impl Programs {
             &programs.e2e,
             &programs.e2e_extensions,
             &programs.controller,
+            &programs.sandboxd,
             &programs.kwok,
             &programs.kwok_stages,
         ] {

@@ -11,6 +11,7 @@ mod meta;
 mod ops;
 mod recover;
 mod select;
+mod sequence;
 mod storage;
 mod tables;
 mod txn;
@@ -28,6 +29,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::mpsc;
 
 pub use error::{OpenError, Result};
+pub use sequence::{SequenceError, WriteSequence};
 pub use storage::StoreHealth;
 #[cfg(test)]
 pub(crate) use writer::RESERVE_BLOCK;

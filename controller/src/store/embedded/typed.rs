@@ -18,7 +18,7 @@ use super::ops::{Op, Outcome};
 use super::select::selects;
 use super::tables::{self, META, OBJECTS, get_object, list_objects, unavailable};
 use super::watch::into_stream;
-use super::writer::Request;
+use super::writer::{Answers, Request};
 
 /// How long a watch from a version just ahead of the watch history waits for it (kube-apiserver
 /// waits 3 s for its cache before answering "Too large resource version").
@@ -52,7 +52,7 @@ fn closed() -> StoreError {
 }
 
 /// Counts and times one operation.
-fn observe<T>(op: &'static str, kind: &str, started: Instant, result: &Result<T>) {
+pub(super) fn observe<T>(op: &'static str, kind: &str, started: Instant, result: &Result<T>) {
     let label = match result {
         Ok(_) => "ok",
         Err(err) => err.metric_label(),
@@ -83,16 +83,29 @@ impl EmbeddedStore {
 
     /// Hands a write to the writer and waits for its commit.
     async fn write(&self, op: Op) -> Result<Outcome> {
+        let (reply, answer) = oneshot::channel();
+        let answers = self.submit(Request::one(op, reply), answer).await?;
+        // One operation gets exactly one answer.
+        answers
+            .into_iter()
+            .flatten()
+            .next()
+            .unwrap_or_else(|| Err(closed()))
+    }
+
+    /// Hands `request` to the writer and waits for its answers (`answer` is its reply's
+    /// receiving end), at most the write timeout.
+    pub(super) async fn submit(
+        &self,
+        request: Request,
+        answer: oneshot::Receiver<Answers>,
+    ) -> Result<Vec<Vec<Result<Outcome>>>> {
         // While the file is down a write fails at once with the reason, not after the queue.
         self.inner.storage.check()?;
         let writer = self.inner.writer.as_ref().ok_or_else(closed)?;
         let timeout = self.inner.write_timeout;
-        let (reply, answer) = oneshot::channel();
         let wait = async {
-            writer
-                .send(Request { op, reply })
-                .await
-                .map_err(|_| closed())?;
+            writer.send(request).await.map_err(|_| closed())?;
             answer.await.map_err(|_| closed())?
         };
         tokio::time::timeout(timeout, wait)
@@ -121,14 +134,18 @@ impl EmbeddedStore {
         let op = patch_op::<K>(key, patch, Part::Main);
         let (reply, answer) = oneshot::channel();
         writer
-            .send(Request { op, reply })
+            .send(Request::one(op, reply))
             .await
             .map_err(|_| closed())?;
         let timeout = self.inner.write_timeout;
         Ok(async move {
             let result = match tokio::time::timeout(timeout, answer).await {
-                Ok(Ok(Ok(outcome))) => match outcome {
-                    Outcome::Stored(v) | Outcome::Deleted(v) | Outcome::Pending(v) => decode(v),
+                Ok(Ok(Ok(answers))) => match answers.into_iter().flatten().next() {
+                    Some(Ok(Outcome::Stored(v) | Outcome::Deleted(v) | Outcome::Pending(v))) => {
+                        decode(v)
+                    }
+                    Some(Err(err)) => Err(err),
+                    None => Err(closed()),
                 },
                 Ok(Ok(Err(err))) => Err(err),
                 Ok(Err(_)) => Err(closed()),
@@ -379,7 +396,7 @@ impl<K: StoreObject> Store<K> for EmbeddedStore {
 }
 
 /// The writer's operation for a merge patch of `part` of `K`'s object `key`.
-fn patch_op<K: StoreObject>(key: &ObjectKey, patch: &Patch, part: Part) -> Op {
+pub(super) fn patch_op<K: StoreObject>(key: &ObjectKey, patch: &Patch, part: Part) -> Op {
     let Patch::Merge(map) = patch;
     Op::Patch {
         kind: kind_of::<K>(),

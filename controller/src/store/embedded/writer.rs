@@ -13,7 +13,14 @@
 //! durable. A crash in between loses a change that watchers may have seen but that nobody was
 //! told is written — as any unacknowledged write may be lost. Its resourceVersion is never
 //! handed out again: versions are reserved durably in blocks ahead of use
-//! ([`RESERVE_BLOCK`]), and a reopened store continues above the reservation.
+//! ([`RESERVE_BLOCK`]), and a reopened store continues above the reservation. A request
+//! whose visibility is itself an acknowledgement ([`Request::durable_first`]: a claim's
+//! adoption, which a client takes as done once it sees the claim Ready) has its batch
+//! committed durably first and published after.
+//!
+//! A request may hold several operations that depend on each other: they run in order in
+//! the same transaction, and the first one refused ends the request (the ones before it
+//! stay written), so a batch of them costs one fsync.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,12 +45,32 @@ use super::watch::{Change, Hub};
 /// synced before its changes are published (the others are published first).
 pub(crate) const RESERVE_BLOCK: u64 = 10_000;
 
+/// The answers to one request: per sequence, one per operation run (an operation after a
+/// failed one is not run); or the failure of the whole batch.
+pub(crate) type Answers = Result<Vec<Vec<Result<Outcome, StoreError>>>, StoreError>;
+
 /// A request and where its answer goes.
 pub(crate) struct Request {
-    /// What to write.
-    pub op: Op,
-    /// The answer, sent after the commit.
-    pub reply: oneshot::Sender<Result<Outcome, StoreError>>,
+    /// What to write: sequences of operations, each operation run only if every one before it
+    /// in its sequence succeeded. All in the same batch.
+    pub sequences: Vec<Vec<Op>>,
+    /// Commit the batch durably before any reader or watcher sees it, instead of publishing
+    /// first and syncing after: for writes whose visibility is itself an acknowledgement (a
+    /// claim reported Ready), at the cost of the watchers waiting for the sync.
+    pub durable_first: bool,
+    /// The answers, sent after the commit.
+    pub reply: oneshot::Sender<Answers>,
+}
+
+impl Request {
+    /// One operation, published before it is durable (the default).
+    pub(crate) fn one(op: Op, reply: oneshot::Sender<Answers>) -> Self {
+        Self {
+            sequences: vec![vec![op]],
+            durable_first: false,
+            reply,
+        }
+    }
 }
 
 /// Starts the writer thread on the store file at `path`; it stops when every sender is
@@ -80,7 +107,9 @@ pub(crate) fn spawn(
 /// refusing writes, marked failed before anyone is answered (the caller reopens it).
 fn run_batch(storage: &Storage, hub: &Hub, batch: Vec<Request>) -> bool {
     let size = batch.len();
-    let (ops, replies): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.reply)).unzip();
+    let durable_first = batch.iter().any(|r| r.durable_first);
+    let (requests, replies): (Vec<Vec<Vec<Op>>>, Vec<_>) =
+        batch.into_iter().map(|r| (r.sequences, r.reply)).unzip();
     let fail = |replies: Vec<oneshot::Sender<_>>, err: &StoreError| {
         tracing::warn!(error = %err, batch.size = size, "store write batch failed");
         let message = match err {
@@ -115,7 +144,7 @@ fn run_batch(storage: &Storage, hub: &Hub, batch: Vec<Request>) -> bool {
         fail(replies, &err);
         broken
     };
-    match write(&db, ops) {
+    match write(&db, requests, durable_first) {
         Ok(Written {
             results,
             changes,
@@ -134,7 +163,7 @@ fn run_batch(storage: &Storage, hub: &Hub, batch: Vec<Request>) -> bool {
             }
             for (reply, result) in replies.into_iter().zip(results) {
                 // A caller that gave up (its future was dropped) does not need the answer.
-                let _ = reply.send(result);
+                let _ = reply.send(Ok(result));
             }
             false
         }
@@ -144,17 +173,23 @@ fn run_batch(storage: &Storage, hub: &Hub, batch: Vec<Request>) -> bool {
 
 /// What one batch wrote.
 struct Written {
-    /// Per-request results.
-    results: Vec<Result<Outcome, StoreError>>,
+    /// Per request and sequence, one result per operation run.
+    results: Vec<Vec<Vec<Result<Outcome, StoreError>>>>,
     /// The committed changes.
     changes: Vec<Change>,
-    /// Whether the commit is already durable (a reservation was written with it).
+    /// Whether the commit is already durable (a reservation was written with it, or a request
+    /// asked for it).
     synced: bool,
 }
 
 /// Runs the batch in one transaction and commits it, durably only when it takes versions
-/// beyond the reservation; an error means nothing was committed.
-fn write(db: &Database, ops: Vec<Op>) -> Result<Written, StoreError> {
+/// beyond the reservation or `durable_first` asks for it; an error means nothing was
+/// committed.
+fn write(
+    db: &Database,
+    requests: Vec<Vec<Vec<Op>>>,
+    durable_first: bool,
+) -> Result<Written, StoreError> {
     let mut tx = db
         .begin_write()
         .map_err(|e| unavailable("begin write", e))?;
@@ -165,13 +200,28 @@ fn write(db: &Database, ops: Vec<Op>) -> Result<Written, StoreError> {
         (resource_version(&meta)?, reserved_version(&meta)?)
     };
     let mut txn = Txn::new(&tx, rv, Timestamp::now());
-    let mut results = Vec::with_capacity(ops.len());
-    for op in ops {
-        match execute(&mut txn, op) {
-            // A storage failure may have left partial writes: the whole batch is aborted.
-            Err(err @ StoreError::Unavailable { .. }) => return Err(err),
-            result => results.push(result),
+    let mut results = Vec::with_capacity(requests.len());
+    for sequences in requests {
+        let mut request = Vec::with_capacity(sequences.len());
+        for ops in sequences {
+            let mut answers = Vec::with_capacity(ops.len());
+            for op in ops {
+                match execute(&mut txn, op) {
+                    // A storage failure may have left partial writes: the whole batch is
+                    // aborted.
+                    Err(err @ StoreError::Unavailable { .. }) => return Err(err),
+                    // A refused operation wrote nothing; the ones after it in its sequence
+                    // depend on it and are not run.
+                    Err(err) => {
+                        answers.push(Err(err));
+                        break;
+                    }
+                    ok => answers.push(ok),
+                }
+            }
+            request.push(answers);
         }
+        results.push(request);
     }
     let (rv, changes) = txn.finish();
     if changes.is_empty() {
@@ -183,6 +233,7 @@ fn write(db: &Database, ops: Vec<Op>) -> Result<Written, StoreError> {
         });
     }
     let reserve = rv > reserved;
+    let durable = reserve || durable_first;
     {
         let mut meta = tx
             .open_table(META)
@@ -194,7 +245,7 @@ fn write(db: &Database, ops: Vec<Op>) -> Result<Written, StoreError> {
                 .map_err(|e| unavailable("write reserved version", e))?;
         }
     }
-    if !reserve {
+    if !durable {
         // Visible to readers at once; made durable by `sync` before anyone is answered.
         tx.set_durability(Durability::None)
             .map_err(|e| StoreError::Unavailable {
@@ -206,7 +257,7 @@ fn write(db: &Database, ops: Vec<Op>) -> Result<Written, StoreError> {
     Ok(Written {
         results,
         changes,
-        synced: reserve,
+        synced: durable,
     })
 }
 

@@ -4,6 +4,7 @@ mod crud;
 mod delete;
 mod disk_full;
 mod durability;
+mod sequence;
 mod watch;
 
 use std::path::PathBuf;

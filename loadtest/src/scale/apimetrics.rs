@@ -1,0 +1,150 @@
+//! The API server's own request counts, read from its `/metrics`: `apiserver_request_total` by
+//! verb for the resources a sandbox involves, and the requests of ServiceAccounts from API
+//! Priority and Fairness (`apiserver_flowcontrol_dispatched_requests_total` of the
+//! `service-accounts` flow schema) — in this cluster the controller under test is the only
+//! client that is a ServiceAccount, so that count is its own, exactly.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use kube::Client;
+
+/// Resources whose requests count as the sandbox's (core and both agent-sandbox groups).
+const RESOURCES: &[&str] = &[
+    "sandboxes",
+    "sandboxclaims",
+    "sandboxwarmpools",
+    "sandboxtemplates",
+    "pods",
+    "services",
+    "persistentvolumeclaims",
+    "events",
+    "networkpolicies",
+];
+
+/// A reading of the counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    /// `apiserver_request_total` by verb, over [`RESOURCES`], without the subresources only
+    /// the scheduler and kwok write (`pods/binding`, `pods/status`).
+    pub by_verb: BTreeMap<String, f64>,
+    /// Requests of ServiceAccounts (the controller under test).
+    pub service_accounts: f64,
+}
+
+impl Counts {
+    /// Reads the API server's metrics.
+    pub async fn read(client: &Client) -> Result<Self> {
+        let request = http::Request::get("/metrics").body(Vec::new())?;
+        let text = client.request_text(request).await?;
+        Ok(parse(&text))
+    }
+
+    /// What was counted after `before` up to this reading.
+    pub fn since(&self, before: &Counts) -> Counts {
+        let by_verb = self
+            .by_verb
+            .iter()
+            .map(|(verb, n)| {
+                let earlier = before.by_verb.get(verb).copied().unwrap_or(0.0);
+                (verb.clone(), (n - earlier).max(0.0))
+            })
+            .filter(|(_, n)| *n > 0.0)
+            .collect();
+        Counts {
+            by_verb,
+            service_accounts: (self.service_accounts - before.service_accounts).max(0.0),
+        }
+    }
+
+    /// All requests of [`Counts::by_verb`].
+    pub fn total(&self) -> f64 {
+        self.by_verb.values().sum()
+    }
+
+    /// Takes away the requests the benchmark itself made (by verb).
+    pub fn without(&self, own: &BTreeMap<String, f64>) -> Counts {
+        let mut out = self.clone();
+        for (verb, n) in own {
+            if let Some(v) = out.by_verb.get_mut(verb) {
+                *v = (*v - n).max(0.0);
+            }
+        }
+        out.by_verb.retain(|_, n| *n > 0.0);
+        out
+    }
+}
+
+/// The labels of one sample line, and its value.
+fn sample(line: &str) -> Option<(BTreeMap<&str, &str>, f64)> {
+    let open = line.find('{')?;
+    let close = line.rfind('}')?;
+    let value = line[close + 1..].trim().parse().ok()?;
+    let mut labels = BTreeMap::new();
+    for pair in line[open + 1..close].split("\",") {
+        let (key, value) = pair.split_once("=\"")?;
+        labels.insert(key.trim(), value.trim_end_matches('"'));
+    }
+    Some((labels, value))
+}
+
+fn parse(text: &str) -> Counts {
+    let mut counts = Counts::default();
+    for line in text.lines() {
+        if line.starts_with("apiserver_request_total{") {
+            let Some((labels, value)) = sample(line) else {
+                continue;
+            };
+            let resource = labels.get("resource").copied().unwrap_or_default();
+            let subresource = labels.get("subresource").copied().unwrap_or_default();
+            if !RESOURCES.contains(&resource)
+                || (resource == "pods" && matches!(subresource, "binding" | "status"))
+            {
+                continue;
+            }
+            let verb = labels.get("verb").copied().unwrap_or_default().to_owned();
+            *counts.by_verb.entry(verb).or_default() += value;
+        } else if line.starts_with("apiserver_flowcontrol_dispatched_requests_total{")
+            && let Some((labels, value)) = sample(line)
+            && labels.get("flow_schema") == Some(&"service-accounts")
+        {
+            counts.service_accounts += value;
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_sandbox_requests_by_verb_and_service_account_requests() {
+        let text = "\
+# HELP apiserver_request_total x
+apiserver_request_total{code=\"201\",component=\"apiserver\",dry_run=\"\",group=\"agents.x-k8s.io\",resource=\"sandboxes\",scope=\"resource\",subresource=\"\",verb=\"POST\",version=\"v1beta1\"} 10
+apiserver_request_total{code=\"200\",component=\"apiserver\",dry_run=\"\",group=\"agents.x-k8s.io\",resource=\"sandboxes\",scope=\"resource\",subresource=\"status\",verb=\"PUT\",version=\"v1beta1\"} 7
+apiserver_request_total{code=\"201\",component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"pods\",scope=\"resource\",subresource=\"binding\",verb=\"POST\",version=\"v1\"} 10
+apiserver_request_total{code=\"200\",component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"pods\",scope=\"resource\",subresource=\"status\",verb=\"PATCH\",version=\"v1\"} 10
+apiserver_request_total{code=\"201\",component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"pods\",scope=\"resource\",subresource=\"\",verb=\"POST\",version=\"v1\"} 10
+apiserver_request_total{code=\"200\",component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"nodes\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1\"} 7
+apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 25
+apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"exempt\",priority_level=\"exempt\"} 900
+";
+        let counts = parse(text);
+        assert_eq!(
+            counts.by_verb,
+            BTreeMap::from([("POST".to_owned(), 20.0), ("PUT".to_owned(), 7.0)])
+        );
+        assert_eq!(counts.service_accounts, 25.0);
+        let later = Counts {
+            by_verb: BTreeMap::from([("POST".to_owned(), 50.0), ("PUT".to_owned(), 7.0)]),
+            service_accounts: 40.0,
+        };
+        let delta = later.since(&counts);
+        assert_eq!(delta.by_verb, BTreeMap::from([("POST".to_owned(), 30.0)]));
+        assert_eq!(delta.service_accounts, 15.0);
+        let own = BTreeMap::from([("POST".to_owned(), 10.0)]);
+        assert_eq!(delta.without(&own).total(), 20.0);
+    }
+}
