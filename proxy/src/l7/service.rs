@@ -162,11 +162,16 @@ async fn proxy(
         None => exchange.await,
         Some(_) => router_headers::bounded(&target.key, bound, exchange).await?,
     };
+    let lost = matches!(&sent, Err(err) if connection_lost(&**err));
+    if lost && let Some(slot) = router.slot(&target.key) {
+        // The workload went away under the request (a suspend the proxy has not seen yet):
+        // its address refusing now is no closed port.
+        slot.note_lost();
+    }
     let mut upstream_resp = match (sent, replay) {
         (Ok(resp), _) => resp,
-        (Err(err), Some((method, headers))) if connection_lost(&*err) => {
-            // The workload went away under the request (a suspend the proxy had not seen yet):
-            // send it once more, through hold-and-wake, at the sandbox's current address.
+        (Err(err), Some((method, headers))) if lost => {
+            // Send it once more, through hold-and-wake, at the sandbox's current address.
             metrics::counter!(m::REQUEST_RETRIES_TOTAL).increment(1);
             tracing::debug!(sandbox.key = %target.key, error = %chain(&*err), "request sent again");
             let epoch = router.slot(&target.key).map_or(0, |slot| slot.epoch());

@@ -246,10 +246,14 @@ pub(super) async fn drive(
                                     // A ready sandbox whose port refuses has it closed: a 502
                                     // at once, as any proxy answers, not a wait for the wake
                                     // deadline. Unless its route changed meanwhile (a suspend
-                                    // seen just now): then it is looked at again.
+                                    // seen just now), or a request's connection to this
+                                    // address was just lost before any response (its
+                                    // workload is being stopped, and the suspend is not seen
+                                    // yet): then it is looked at again.
                                     let closed_port = first_to_ready
                                         && err.kind() == io::ErrorKind::ConnectionRefused
-                                        && !rx.has_changed().unwrap_or(true);
+                                        && !rx.has_changed().unwrap_or(true)
+                                        && !slot.lost_here();
                                     let retryable = is_dial_retryable(&err) && !closed_port;
                                     if retryable {
                                         tracing::trace!(sandbox.key = %key, error = %err, "dial failed; retrying");

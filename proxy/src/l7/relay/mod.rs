@@ -354,11 +354,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             Err(err) => return self.refuse(&err, head.close).await,
         };
         // Connect: the compact hold dialled the sandbox for this request already.
-        if let Some(stream) = upstream {
-            self.upstream = Some(Upstream::adopt(&self.router, &target, epoch, stream));
-        }
+        let dialled = upstream.map(|stream| Upstream::adopt(&self.router, &target, epoch, stream));
         guard.record_bytes(head.body, 0);
-        let sent = self.send(head, &target, epoch).await;
+        let sent = self.send(head, &target, epoch, dialled).await;
         let relayed = match sent {
             Ok(response) => self.respond(head, response, &guard, &target.key).await,
             Err(failure) => Err(failure),
@@ -395,23 +393,27 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         Ok(Exchange::open(&self.router, target, &slot))
     }
 
-    /// Sends the request on the kept connection when it fits, else on a new one; a request
-    /// whose connection was lost before any response is sent once more when that is safe.
-    /// Returns the response head, its bytes at the start of `resp`.
+    /// Sends the request on `dialled` (a connection its hold dialled), else on the kept
+    /// connection when it fits, else on a new one; a request whose connection was lost before
+    /// any response is sent once more when that is safe. Returns the response head, its bytes
+    /// at the start of `resp`.
     async fn send(
         &mut self,
         head: &request::Head,
         target: &Arc<RouteTarget>,
         epoch: u64,
+        dialled: Option<Upstream>,
     ) -> Result<response::Head, Failure> {
         let kept = self
             .upstream
             .take()
             .filter(|upstream| upstream.fits(target, epoch));
-        let reused = kept.is_some();
-        let upstream = match kept {
-            Some(upstream) => upstream,
-            None => self.dial(target).await?,
+        // Only a connection kept from an earlier request may have been closed while idle; a
+        // new one, dialled here or by the hold, is new.
+        let (upstream, reused) = match (dialled, kept) {
+            (Some(dialled), _) => (dialled, false),
+            (None, Some(kept)) => (kept, true),
+            (None, None) => (self.dial(target).await?, false),
         };
         self.upstream = Some(upstream);
         match self.send_once(head, &target.key).await {
@@ -420,15 +422,18 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             // A kept connection the sandbox had closed while idle took no request: any
             // request goes on a new one.
             Err(Lost::Unsent) if reused => {}
-            // Otherwise the sandbox may have seen it: only a request that is safe to repeat
-            // goes again (the workload went away under it, as in a suspend the proxy had not
-            // seen yet).
-            Err(Lost::Unsent | Lost::Unanswered) if head.replayable => {
+            Err(Lost::Unsent | Lost::Unanswered) => {
+                // Otherwise the workload went away under the request, as in a suspend the
+                // proxy has not seen yet: its address refusing now is no closed port.
+                if let Some(slot) = self.router.slot(&target.key) {
+                    slot.note_lost();
+                }
+                // The sandbox may have seen the request: only one safe to repeat goes again.
+                if !head.replayable {
+                    return Err(Failure::Proxy(lost(&target.key)));
+                }
                 metrics::counter!(m::REQUEST_RETRIES_TOTAL).increment(1);
                 tracing::debug!(sandbox.key = %target.key, "request sent again");
-            }
-            Err(Lost::Unsent | Lost::Unanswered) => {
-                return Err(Failure::Proxy(lost(&target.key)));
             }
         }
         self.upstream = Some(self.dial(target).await?);
