@@ -250,11 +250,13 @@ async fn stopping_backend() -> (SocketAddr, tokio::sync::oneshot::Receiver<()>) 
 /// How a test client sends its GET.
 #[derive(Debug, Clone, Copy)]
 enum Client {
+    /// HTTP/1.1: the compact hold, then the relay or hyper (or hyper alone).
     Http1,
     /// HTTP/2 prior knowledge: the request goes upstream through the pooled client.
     H2c,
 }
 
+/// GETs `/` from `host` through the proxy at `addr` as `client` does.
 async fn client_get(client: Client, addr: SocketAddr, host: &str) -> support::client::Reply {
     match client {
         Client::Http1 => get(addr, host, "/").await,
@@ -272,9 +274,10 @@ async fn client_get(client: Client, addr: SocketAddr, host: &str) -> support::cl
 /// proxy still shows the sandbox up at that address (it has not seen the suspend yet). The
 /// GET is sent again through hold-and-wake: it is held until the suspend shows, wakes the
 /// sandbox again and is served — never answered 502 "Connection refused" as if the port of a
-/// ready sandbox were closed. Every codec: the compact hold with the relay and with hyper,
-/// the full path (sticky connection), and an HTTP/2 client (pooled connection); each both
-/// for a request that was held for a wake first and for one that was not.
+/// ready sandbox were closed; at its next address a closed port is a 502 at once again. Every
+/// codec: the compact hold with the relay and with hyper, the full path (sticky connection),
+/// and an HTTP/2 client (pooled connection); each both for a request that was held for a wake
+/// first and for one that was not.
 #[tokio::test]
 async fn a_get_whose_woken_workload_is_stopped_under_it_is_held_and_woken_again() {
     let cases = [
@@ -330,6 +333,30 @@ async fn a_get_whose_woken_workload_is_stopped_under_it_is_held_and_woken_again(
                 .expect("client task");
             assert_eq!(reply.status, StatusCode::OK, "{case}: {}", reply.body);
             wait_held(proxy.router(), 0).await;
+            // The loss stays with the address it happened at: at the next one, a closed port
+            // of the Ready sandbox is a 502 at once again (the wake deadline is 300 s).
+            let closed = tokio::net::TcpSocket::new_v4().expect("socket");
+            closed
+                .bind("127.0.0.1:0".parse().expect("addr"))
+                .expect("bind");
+            directory.running("hello", closed.local_addr().expect("addr"));
+            // Served by the previous address until the proxy has applied the new one.
+            let until = tokio::time::Instant::now() + DEADLINE;
+            let reply = loop {
+                let reply =
+                    tokio::time::timeout_at(until, client_get(client, addr, &host("hello")))
+                        .await
+                        .unwrap_or_else(|_| panic!("{case}: a closed port is answered at once"));
+                if reply.status != StatusCode::OK || tokio::time::Instant::now() >= until {
+                    break reply;
+                }
+            };
+            assert_eq!(
+                reply.status,
+                StatusCode::BAD_GATEWAY,
+                "{case}: {}",
+                reply.body
+            );
             proxy.shutdown().await;
         }
     }
