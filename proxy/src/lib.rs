@@ -3,10 +3,11 @@
 //! Accepts client connections (HTTP/1.1, HTTP/2, WebSocket, TLS passthrough, raw TCP), maps the
 //! hostname to a sandbox with [`rouse_shared::names::SandboxDomains`], holds the connection while
 //! a suspended sandbox is woken, then proxies the traffic through. The request path, phase by
-//! phase, is in `docs/proxy.md`:
+//! phase (listed for HTTP in [`l7`], drawn in `docs/architecture.md`):
 //!
-//! accept ([`server`], [`l7`]) → classify → route ([`route`]) → hold/wake ([`hold`], [`wake`]) → connect
-//! ([`Router::connect`]) → splice/proxy ([`l7`], [`l4`]) → account ([`activity`], [`metrics`]).
+//! accept ([`server`], `accept`) → classify ([`l7`], [`l4`], [`tls`]) → route ([`route`]) →
+//! hold/wake ([`hold`], [`wake`]) → connect ([`Router::connect`]) → forward ([`l7`], [`l4`],
+//! [`splice`]) → account ([`activity`], [`metrics`]).
 
 #![forbid(unsafe_code)]
 

@@ -7,6 +7,7 @@
 //! flowing until it ends too, so request/response protocols that half-close work. Buffers start
 //! small and grow while reads fill them, so an idle tunnel costs little and a bulk one moves
 //! large chunks. Bytes are reported as they move, so activity is seen while a tunnel is open.
+//! `splice/pipe.rs` holds the zero-copy pipes used for bulk directions.
 
 use std::future::poll_fn;
 use std::io;

@@ -268,3 +268,60 @@ async fn dial_retries(admin: std::net::SocketAddr) -> f64 {
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// A compactly held request is one request to its sandbox's activity, on the relay and on
+/// the full path alike: it is counted open once, from its hold to its response, and its
+/// connection is the one the hold dialled (its route, rate limit and guard are not taken a
+/// second time by the codec that forwards it).
+#[tokio::test]
+async fn a_held_request_is_counted_as_one_connection_opened() {
+    for relay in [true, false] {
+        let backend = Backend::start().await;
+        let directory = TestDirectory::new();
+        directory.set("once", RouteState::suspended(true));
+        let http = format!(
+            "[http]\nlisten = \"127.0.0.1:0\"\nrelay = {relay}\n[activity]\nreport_interval = \"50ms\"\n"
+        );
+        let proxy = start(config_with_http(&http), &directory).await;
+        let addr = proxy.addrs().http.expect("http listener");
+        let key = SandboxKey::new("default", "once");
+
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        let head = format!(
+            "GET /once HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            host("once")
+        );
+        stream.write_all(head.as_bytes()).await.expect("write");
+        wait_held(proxy.router(), 1).await;
+        directory.running("once", backend.addr);
+        let response = read_all(&mut stream).await;
+        assert!(
+            response.starts_with("HTTP/1.1 200"),
+            "relay {relay}: {response:.200}"
+        );
+        let reports_of = |directory: &TestDirectory| {
+            directory
+                .reports()
+                .into_iter()
+                .filter(|(k, _)| *k == key)
+                .map(|(_, report)| report)
+                .collect::<Vec<_>>()
+        };
+        wait_for("a report after the request closed", || {
+            let reports = reports_of(&directory);
+            async move {
+                reports
+                    .last()
+                    .is_some_and(|last| last.connections_open == 0)
+                    && reports.iter().any(|r| r.bytes_to_client > 0)
+            }
+        })
+        .await;
+        let opened: u64 = reports_of(&directory)
+            .iter()
+            .map(|r| r.connections_opened)
+            .sum();
+        assert_eq!(opened, 1, "relay {relay}: {:?}", reports_of(&directory));
+        proxy.shutdown().await;
+    }
+}

@@ -218,3 +218,146 @@ async fn a_get_whose_workload_went_away_under_it_is_sent_again() {
     let reply = support::client::send(addr, post).await;
     assert_eq!(reply.status, StatusCode::BAD_GATEWAY, "{}", reply.body);
 }
+
+/// A workload stopped under the proxy's first connection to it: accepts one connection, and
+/// once it has read the request head closes its listening socket (so the port refuses from
+/// then on) and then the connection, without answering. Fires `stopped` once both are closed.
+async fn stopping_backend() -> (SocketAddr, tokio::sync::oneshot::Receiver<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stopped, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            return;
+        };
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        drop(listener);
+        drop(stream);
+        let _ = stopped.send(());
+    });
+    (addr, rx)
+}
+
+/// How a test client sends its GET.
+#[derive(Debug, Clone, Copy)]
+enum Client {
+    /// HTTP/1.1: the compact hold, then the relay or hyper (or hyper alone).
+    Http1,
+    /// HTTP/2 prior knowledge: the request goes upstream through the pooled client.
+    H2c,
+}
+
+/// GETs `/` from `host` through the proxy at `addr` as `client` does.
+async fn client_get(client: Client, addr: SocketAddr, host: &str) -> support::client::Reply {
+    match client {
+        Client::Http1 => get(addr, host, "/").await,
+        Client::H2c => {
+            let req = http::Request::get(format!("http://{host}/"))
+                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                .expect("request");
+            support::client::send_h2(addr, req).await
+        }
+    }
+}
+
+/// Issue 9's cycle with the suspend landing after the proxy dialled the woken workload and
+/// sent it the request: the workload is stopped under the request, its port refuses, and the
+/// proxy still shows the sandbox up at that address (it has not seen the suspend yet). The
+/// GET is sent again through hold-and-wake: it is held until the suspend shows, wakes the
+/// sandbox again and is served — never answered 502 "Connection refused" as if the port of a
+/// ready sandbox were closed; at its next address a closed port is a 502 at once again. Every
+/// codec: the compact hold with the relay and with hyper, the full path (sticky connection),
+/// and an HTTP/2 client (pooled connection); each both for a request that was held for a wake
+/// first and for one that was not.
+#[tokio::test]
+async fn a_get_whose_woken_workload_is_stopped_under_it_is_held_and_woken_again() {
+    let cases = [
+        ("", Client::Http1),
+        ("relay = false\n", Client::Http1),
+        ("compact_hold = false\n", Client::Http1),
+        ("", Client::H2c),
+    ];
+    for (http, client) in cases {
+        for held_first in [true, false] {
+            let case = format!("[http] {http:?}, {client:?}, held first {held_first}");
+            let text = format!("[http]\nlisten = \"127.0.0.1:0\"\n{http}{LONG_WAKE}");
+            let directory = TestDirectory::new();
+            let (stopping, stopped) = stopping_backend().await;
+            let mut wakes = 0;
+            if held_first {
+                directory.set("hello", RouteState::suspended(true));
+            } else {
+                directory.running("hello", stopping);
+            }
+            let proxy = start(support::config_with_http(&text), &directory).await;
+            let addr = proxy.addrs().http.expect("http listener");
+            let mut request =
+                tokio::spawn(async move { client_get(client, addr, &host("hello")).await });
+            if held_first {
+                wait_held(proxy.router(), 1).await;
+                wakes += 1;
+                directory.wait_wakes(wakes).await;
+                // Woken: Ready at an address whose workload is stopped under the request.
+                directory.running("hello", stopping);
+            }
+            tokio::time::timeout(DEADLINE, stopped)
+                .await
+                .unwrap_or_else(|_| panic!("{case}: the request reached the workload"))
+                .expect("backend task");
+            // Its port refuses now, and the route still says Running there: the request
+            // waits for the route to change instead of being answered.
+            tokio::select! {
+                () = wait_held(proxy.router(), 1) => {}
+                reply = &mut request => {
+                    let reply = reply.expect("client task");
+                    panic!("{case}: answered {} before the suspend showed: {}", reply.status, reply.body);
+                }
+            }
+            directory.set("hello", RouteState::suspended(true));
+            wakes += 1;
+            directory.wait_wakes(wakes).await;
+            let backend = Backend::start().await;
+            directory.running("hello", backend.addr);
+            let reply = tokio::time::timeout(DEADLINE, request)
+                .await
+                .unwrap_or_else(|_| panic!("{case}: the request is served"))
+                .expect("client task");
+            assert_eq!(reply.status, StatusCode::OK, "{case}: {}", reply.body);
+            wait_held(proxy.router(), 0).await;
+            // The loss stays with the address it happened at: at the next one, a closed port
+            // of the Ready sandbox is a 502 at once again (the wake deadline is 300 s).
+            let closed = tokio::net::TcpSocket::new_v4().expect("socket");
+            closed
+                .bind("127.0.0.1:0".parse().expect("addr"))
+                .expect("bind");
+            directory.running("hello", closed.local_addr().expect("addr"));
+            // Served by the previous address until the proxy has applied the new one.
+            let until = tokio::time::Instant::now() + DEADLINE;
+            let reply = loop {
+                let reply =
+                    tokio::time::timeout_at(until, client_get(client, addr, &host("hello")))
+                        .await
+                        .unwrap_or_else(|_| panic!("{case}: a closed port is answered at once"));
+                if reply.status != StatusCode::OK || tokio::time::Instant::now() >= until {
+                    break reply;
+                }
+            };
+            assert_eq!(
+                reply.status,
+                StatusCode::BAD_GATEWAY,
+                "{case}: {}",
+                reply.body
+            );
+            proxy.shutdown().await;
+        }
+    }
+}

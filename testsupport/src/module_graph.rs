@@ -301,8 +301,14 @@ fn reexport_ranges(text: &str) -> Vec<std::ops::Range<usize>> {
 
 /// The graph between top-level modules (`route::slot` counts as `route`).
 pub fn top_level(edges: &Edges) -> Edges {
-    let top = |m: &ModPath| m.iter().take(1).cloned().collect::<ModPath>();
-    let mut out: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+    grouped(edges, 1)
+}
+
+/// The graph between modules `depth` levels deep (at depth 1 `route::slot` counts as `route`;
+/// at depth 2 `l7::relay::request` counts as `l7::relay`).
+pub fn grouped(edges: &Edges, depth: usize) -> Edges {
+    let top = |m: &ModPath| m.iter().take(depth).cloned().collect::<ModPath>();
+    let mut out: Edges = BTreeMap::new();
     for (from, tos) in edges {
         let entry = out.entry(top(from)).or_default();
         for to in tos {

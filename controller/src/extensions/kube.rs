@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
 use super::ExtensionsConfig;
+use super::cached::CachedStore;
 use super::router::sandbox_controller;
 use crate::claim::{MemberCache, Reservations, reconcile_claim};
 use crate::drive::{KeyedBackoff, RetryBackoff};
@@ -72,7 +73,10 @@ impl ExtensionError {
 
 /// State shared by the three controllers.
 pub struct Context {
+    /// Pools read everything from the API server (a template change must not be missed).
     store: KubeStore,
+    /// Claims read pools and templates from caches.
+    claim_store: CachedStore,
     client: Client,
     expectations: Expectations,
     reservations: Reservations,
@@ -135,7 +139,13 @@ async fn reconcile_claim_object(
     claim: Arc<SandboxClaim>,
     ctx: Arc<Context>,
 ) -> Result<Action, ExtensionError> {
-    let outcome = reconcile_claim(&ctx.store, &ctx.reservations, &claim, Timestamp::now()).await?;
+    let outcome = reconcile_claim(
+        &ctx.claim_store,
+        &ctx.reservations,
+        &claim,
+        Timestamp::now(),
+    )
+    .await?;
     Ok(done(claim.as_ref(), &ctx, outcome.requeue_after))
 }
 
@@ -215,8 +225,20 @@ pub async fn run(
         watcher(api::<Sandbox>(&client, ns), MemberCache::watch_config()).default_backoff(),
     )
     .for_each(|_| async {});
+    let wc = watcher::Config::default();
+    let controller_config = kube::runtime::controller::Config::default().concurrency(concurrency);
+    let claims = Controller::new(api::<SandboxClaim>(&client, ns), wc.clone())
+        .with_config(controller_config.clone());
+    let pools = Controller::new(api::<SandboxWarmPool>(&client, ns), wc.clone())
+        .with_config(controller_config.clone());
+    let templates = Controller::new(api::<SandboxTemplate>(&client, ns), wc.clone())
+        .with_config(controller_config);
+    // Claims read pools and templates from the caches of their own controllers.
+    let store = KubeStore::new(client.clone());
+    let claim_store = CachedStore::new(store.clone(), pools.store(), templates.store());
     let ctx = Arc::new(Context {
-        store: KubeStore::new(client.clone()),
+        store,
+        claim_store,
         client: client.clone(),
         expectations: Expectations::default(),
         reservations: Reservations::reading_from(MemberCache::new(member_reader)),
@@ -226,11 +248,7 @@ pub async fn run(
         }),
         config,
     });
-    let wc = watcher::Config::default();
-    let controller_config = kube::runtime::controller::Config::default().concurrency(concurrency);
 
-    let claims = Controller::new(api::<SandboxClaim>(&client, ns), wc.clone())
-        .with_config(controller_config.clone());
     let claim_cache = claims.store();
     let claims = claims
         .owns(api::<Sandbox>(&client, ns), wc.clone())
@@ -254,8 +272,6 @@ pub async fn run(
         .run(reconcile_claim_object, error_policy, ctx.clone())
         .for_each(|_| async {});
 
-    let pools = Controller::new(api::<SandboxWarmPool>(&client, ns), wc.clone())
-        .with_config(controller_config.clone());
     let pool_cache = pools.store();
     let member_pools = pool_cache.clone();
     let expectations = ctx.expectations.clone();
@@ -299,8 +315,7 @@ pub async fn run(
         .run(reconcile_pool_object, error_policy, ctx.clone())
         .for_each(|_| async {});
 
-    let templates = Controller::new(api::<SandboxTemplate>(&client, ns), wc.clone())
-        .with_config(controller_config)
+    let templates = templates
         .owns(api::<NetworkPolicy>(&client, ns), wc)
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile_template_object, error_policy, ctx)

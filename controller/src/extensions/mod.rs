@@ -4,6 +4,7 @@
 //! driver for standalone mode ([`run_standalone`]) and kube-runtime controllers for
 //! Kubernetes mode ([`kube`]).
 
+mod cached;
 mod claims;
 #[cfg(test)]
 pub(crate) mod fixtures;

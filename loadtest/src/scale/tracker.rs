@@ -44,6 +44,8 @@ pub struct Seen {
     pub claim_ready: HashMap<String, Instant>,
     /// The claims each sandbox was ever named by (status or controller owner).
     pub bound_to: BTreeMap<String, BTreeSet<String>>,
+    /// The sandboxes each claim ever controlled (controller owner).
+    pub controlled: BTreeMap<String, BTreeSet<String>>,
     /// The sandbox each claim names in its status, as last seen.
     pub claim_sandbox: HashMap<String, String>,
     /// Current pool members (controlled by a SandboxWarmPool, not being deleted), and which of
@@ -58,13 +60,20 @@ pub struct Seen {
 }
 
 impl Seen {
-    /// Sandboxes named by more than one claim: `sandbox: claims`.
+    /// Sandboxes named by more than one claim (`sandbox: claims`), and claims that controlled
+    /// more than one sandbox (`claim controls sandboxes`).
     pub fn double_bindings(&self) -> Vec<String> {
-        self.bound_to
+        let shared = self
+            .bound_to
             .iter()
             .filter(|(_, claims)| claims.len() > 1)
-            .map(|(s, claims)| format!("{s}: {claims:?}"))
-            .collect()
+            .map(|(s, claims)| format!("{s}: {claims:?}"));
+        let doubled = self
+            .controlled
+            .iter()
+            .filter(|(_, sandboxes)| sandboxes.len() > 1)
+            .map(|(c, sandboxes)| format!("{c} controls {sandboxes:?}"));
+        shared.chain(doubled).collect()
     }
 }
 
@@ -174,6 +183,10 @@ fn on_sandbox(seen: &mut Seen, object: &DynamicObject, deleted: bool, now: Insta
             .entry(name.clone())
             .or_default()
             .insert(claim.to_owned());
+        seen.controlled
+            .entry(claim.to_owned())
+            .or_default()
+            .insert(name.clone());
     }
     let member = !deleted
         && object.metadata.deletion_timestamp.is_none()
@@ -257,5 +270,16 @@ mod tests {
         assert!(seen.claim_ready.contains_key("c1"));
         on_claim(&mut seen, &claim("c2"), false, now);
         assert_eq!(seen.double_bindings().len(), 1, "{:?}", seen.bound_to);
+        // A claim that takes a second member is a violation too.
+        let mut second = adopted.clone();
+        second.metadata.name = Some("d".into());
+        on_sandbox(&mut seen, &second, false, now);
+        assert!(
+            seen.double_bindings()
+                .iter()
+                .any(|v| v.starts_with("c1 controls")),
+            "{:?}",
+            seen.double_bindings()
+        );
     }
 }

@@ -6,6 +6,7 @@
 //! the server name and ALPN list, or names what is wrong. The parser borrows the input and
 //! allocates only for the result, plus one buffer when the ClientHello is split across records.
 //! [`peek_client_hello`] drives it against a socket with a byte bound and a deadline.
+//! Its error type is in `sni/error.rs`, the socket driver in `sni/peek.rs`.
 
 use std::net::IpAddr;
 

@@ -1,14 +1,14 @@
 //! [`Handover`]: what a connection's earlier stage (the compact hold, the relay) passes on
-//! to the full HTTP path with the connection.
+//! to the next codec with the connection.
 
-/// What a compactly held first request (or a connection's first stage) brings to the full
-/// path.
+use super::exchange::Routed;
+
+/// What a connection brings to the codec that takes it over.
 #[derive(Debug, Default)]
 pub(crate) struct Handover {
-    /// Its per-IP rate limit was counted already.
-    pub(crate) rate_checked: bool,
-    /// Its place in the sandbox's release semaphore, kept until its upstream dial.
-    pub(crate) release: Option<crate::route::Place>,
+    /// Its first request, routed already (and held, and dialled, when its sandbox had to be
+    /// woken): the codec forwards it without routing it again.
+    pub(crate) first: Option<Routed>,
     /// The first request head has not arrived whole yet: it must by then
     /// (`limits.header_read_timeout` from accept), however long the earlier stage took.
     pub(crate) head_by: Option<tokio::time::Instant>,

@@ -1,10 +1,44 @@
-//! L7: one listener serving HTTP/1.1 and HTTP/2 (h2c prior knowledge here; ALPN h2 after the
-//! TLS module's handshake), proxying each request to its sandbox through a pooled client.
+//! L7: the HTTP listeners' request path (HTTP/1.1 and HTTP/2: h2c prior knowledge here, ALPN
+//! h2 after the TLS module's handshake).
+//!
+//! # The phases of one request
+//!
+//! Every request goes through the same phases once, whichever codec carries it; what one
+//! phase decides travels to the next in the request's `Exchange` (target, address
+//! epoch, activity guard and, after a compact hold, the connection it dialled):
+//!
+//! 1. **accept** — `crate::accept`: admission (connection caps), then `serve_plain` (plain
+//!    HTTP) or `tls` (HTTPS).
+//! 2. **classify** — which codec: the compact hold reads the first HTTP/1 head (`park.rs`);
+//!    the byte relay takes what it covers (`relay/request.rs`); hyper takes the rest (HTTP/2,
+//!    bodies it does not cover, upgrades, `CONNECT` in `connect.rs`).
+//! 3. **route** — per-IP rate limit, host or router headers → [`crate::route::RouteTarget`],
+//!    slot, activity guard: the `Exchange` is made here (`park.rs` for a first
+//!    head read compactly, else `route.rs` for hyper and `Conn::route` in the relay).
+//! 4. **hold/wake** — `crate::route` drives the hold machine once: in the compact hold for a
+//!    first request whose sandbox must be woken (it dials there too), else inside the dial.
+//! 5. **connect** — the relay's upstream (`relay/upstream.rs`), hyper's sticky connection
+//!    (`sticky.rs`) or its pool (`client.rs`, `h2_upstream.rs`): each takes the connection the
+//!    hold dialled, or dials through `Router::connect_stream` (retrying dial errors only).
+//! 6. **forward** — the two codecs: bytes rewritten in one pass (`relay/`), or hyper
+//!    (`service.rs`, `headers.rs`, `body.rs`, `upgrade.rs`).
+//! 7. **account** — the exchange's guard counts the request open and its bytes (activity);
+//!    `requests_total{code}`, downstream errors and logs as the response is written.
+//!
+//! A codec that cannot carry a request hands the connection on with a `Handover`:
+//! the bytes read and, if the request was routed already, its exchange.
+//!
+//! Also here: `conn_state.rs` and `route_cache.rs` (what one client connection's requests
+//! share), `router_headers.rs` (the `X-Sandbox-*` headers), `failure.rs` (upstream errors by
+//! cause), `response.rs` (the proxy's own answers), `rewind.rs` (bytes read put back in front
+//! of a socket), `connect.rs` (`CONNECT` tunnels).
 
+mod account;
 pub(crate) mod body;
 pub(crate) mod client;
 mod conn_state;
 mod connect;
+mod exchange;
 mod failure;
 mod h2_upstream;
 mod handover;
@@ -13,6 +47,7 @@ mod park;
 pub mod relay;
 mod response;
 mod rewind;
+mod route;
 mod route_cache;
 mod router_headers;
 mod service;
@@ -21,8 +56,8 @@ mod upgrade;
 
 use std::net::SocketAddr;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -34,7 +69,7 @@ pub use self::client::UpstreamClient;
 use self::handover::Handover;
 pub use self::headers::Scheme;
 pub use self::response::ProxyBody;
-pub use self::service::target_of;
+pub use self::route::target_of;
 use crate::limits::{IdleControl, IdleTimeout};
 use crate::metrics as m;
 use crate::route::Router;
@@ -99,10 +134,10 @@ async fn serve<IO>(
     let hard_stop = router.hard_stop();
     let svc_router = router.clone();
     let state = Arc::new(conn_state::ConnState::new(peer, scheme, idle));
-    if let Some(permit) = handover.release {
-        state.sticky.hold_release(permit);
-    }
-    let first_rate_checked = AtomicBool::new(handover.rate_checked);
+    // The first request's exchange when an earlier stage routed it; taken by that request
+    // (the flag spares later requests the lock).
+    let has_first = AtomicBool::new(handover.first.is_some());
+    let first = Mutex::new(handover.first);
     // hyper's header timeout starts anew here; a connection that was read from before (the
     // compact path, a TLS handshake) still has to send its first head by `head_by`.
     let head_by = handover.head_by;
@@ -114,7 +149,11 @@ async fn serve<IO>(
         }
         let conn = service::ConnInfo {
             state: Arc::clone(&state),
-            rate_checked: first_rate_checked.swap(false, Ordering::Relaxed),
+            first: if has_first.swap(false, Ordering::Relaxed) {
+                first.lock().unwrap_or_else(|e| e.into_inner()).take()
+            } else {
+                None
+            },
         };
         service::handle(svc_router.clone(), Arc::clone(&client), req, conn)
     });
@@ -243,12 +282,11 @@ async fn serve_plain(
         park::Head::Complete(mut bytes) => match park::park(&router, &stream, &mut bytes, peer)
             .await
         {
-            park::Parked::NotHeld => (bytes, Handover::default(), true),
-            park::Parked::Ready(release) => (
+            park::Parked::NotRouted => (bytes, Handover::default(), true),
+            park::Parked::Routed(first) => (
                 bytes,
                 Handover {
-                    rate_checked: true,
-                    release,
+                    first: Some(first),
                     head_by: None,
                 },
                 true,

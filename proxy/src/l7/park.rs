@@ -1,26 +1,29 @@
-//! The compact hold of plain HTTP/1 requests. Before a new client connection gets a full HTTP
-//! server connection (buffers, service future: about 25 KiB), its first request head is read
-//! with a small bounded buffer and routed by its Host. When the sandbox must be woken (or is
-//! starting), only the socket, the bytes read and one small future wait in the hold machine;
-//! once the sandbox is dialable the socket and those bytes go to the HTTP server as usual.
+//! The compact hold of plain HTTP/1 requests: the classify, route and hold/wake phases of a
+//! connection's first request, before any codec. Before a new client connection gets a
+//! codec (the relay's buffers, or hyper's: about 25 KiB), its first request head is read with
+//! a small bounded buffer and routed by its Host into an [`Exchange`]. When the sandbox must
+//! be woken (or is starting), only the socket, the bytes read and one small future wait in the
+//! hold machine, which also dials the sandbox once it is up; then the socket, those bytes and
+//! the exchange (with its dialled connection) go to the codec, which forwards the request
+//! without routing, holding or dialling it again.
 //!
 //! Anything else — a head larger than the buffer, a malformed head, HTTP/2 prior knowledge,
-//! `CONNECT`, a request routed by `X-Sandbox-Timeout`, a sandbox that needs no hold — takes
-//! the full path at once with the bytes read, so its answer (400, 431, 404, ...) is the same.
+//! `CONNECT`, a request routed by `X-Sandbox-Timeout`, an unknown sandbox — goes to the codec
+//! unrouted with the bytes read, so its answer (400, 431, 404, ...) is the same.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use super::exchange::{Exchange, Routed};
 use super::router_headers::RequestBound;
-use super::{response, service};
+use super::{account, headers, response, route};
 use crate::error::ProxyError;
-use crate::kind::ConnKind;
-use crate::metrics as m;
-use crate::route::{Place, RouteTarget, Router};
+use crate::route::{RouteTarget, Router};
 
 /// Largest request head the compact path reads; a larger one takes the full path.
 pub(crate) const HEAD_LIMIT: usize = 4096;
@@ -96,11 +99,13 @@ pub(crate) async fn read_head(
 /// How a parked request ended.
 #[derive(Debug)]
 pub(crate) enum Parked {
-    /// It needs no hold: serve it on the full path.
-    NotHeld,
-    /// Held, and the sandbox is dialable now: serve it on the full path; its per-IP rate
-    /// limit was counted already; it keeps its place in the release semaphore until dialled.
-    Ready(Option<Place>),
+    /// Not routed here (see the module doc): the codec routes it.
+    NotRouted,
+    /// Routed — and, when its sandbox had to be woken, held until it was up (and dialled,
+    /// unless it is an upgrade, which the pooled client dials): the codec forwards it. An
+    /// `Err` (the per-IP rate limit of a request that needed no hold) is answered by the
+    /// codec as it answers its own errors.
+    Routed(Routed),
     /// Refused while held (deadline, drain, held limit, rate limit, deleted...).
     Refused(ProxyError),
     /// The client reset the connection while held.
@@ -108,26 +113,37 @@ pub(crate) enum Parked {
 }
 
 /// Routes a complete request head and, when its sandbox must be woken or is starting, holds
-/// it compactly until the sandbox is dialable. Bytes the client sends while held are added
-/// to `bytes` (up to a bound), so none are lost.
+/// it compactly until the sandbox is up. Bytes the client sends while held are added to
+/// `bytes` (up to a bound), so none are lost.
 pub(crate) async fn park(
     router: &Router,
     stream: &TcpStream,
     bytes: &mut Vec<u8>,
     peer: SocketAddr,
 ) -> Parked {
-    let Some(target) = holdable_target(router, bytes) else {
-        return Parked::NotHeld;
+    let Some(head) = holdable(router, bytes) else {
+        return Parked::NotRouted;
     };
-    let Some(slot) = router.slot_to_hold(&target) else {
-        return Parked::NotHeld;
+    // Before the routes are loaded the codec waits for them, as for any request.
+    let Some(slot) = router.loaded_slot(&head.target.key) else {
+        return Parked::NotRouted;
     };
+    let held = slot.needs_hold();
     if let Err(err) = router.check_rate(peer.ip()) {
-        return Parked::Refused(err);
+        // A request that would be held is refused at once, never held.
+        return if held {
+            Parked::Refused(err)
+        } else {
+            Parked::Routed(Err(err))
+        };
     }
-    // Counted as open (activity) while held, like a request on the full path.
-    let _guard = router.guard_of(&slot, ConnKind::Http);
-    let hold = router.hold_until_dialable(&target, &slot);
+    // Counted as open (activity) from now on, held or not, until it is answered.
+    let mut exchange = Exchange::open(router, Arc::new(head.target), &slot);
+    if !held {
+        return Parked::Routed(Ok(exchange));
+    }
+    let target = Arc::clone(&exchange.target);
+    let hold = router.hold(&target, &slot, !head.upgrade);
     tokio::pin!(hold);
     let mut watching = true;
     // Bounded: every round either ends, or reads at least one byte towards `PARKED_LIMIT`,
@@ -136,7 +152,11 @@ pub(crate) async fn park(
         tokio::select! {
             result = &mut hold => {
                 return match result {
-                    Ok(permit) => Parked::Ready(permit),
+                    Ok(dialled) => {
+                        exchange.epoch = slot.epoch();
+                        exchange.upstream = dialled.map(|(stream, _addr)| stream);
+                        Parked::Routed(Ok(exchange))
+                    }
                     Err(err) => Parked::Refused(err),
                 };
             }
@@ -162,9 +182,16 @@ pub(crate) async fn park(
     }
 }
 
+/// What the compact path learns from a request head.
+struct Holdable {
+    target: RouteTarget,
+    /// It asks for an upgrade (the pooled client sends it, on a connection of its own).
+    upgrade: bool,
+}
+
 /// The target of a request head when its request may be held compactly: an HTTP/1 request
 /// other than `CONNECT`, with a routable host and no `X-Sandbox-Timeout` bound.
-fn holdable_target(router: &Router, head: &[u8]) -> Option<RouteTarget> {
+fn holdable(router: &Router, head: &[u8]) -> Option<Holdable> {
     let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut parsed);
     if !matches!(req.parse(head), Ok(httparse::Status::Complete(_))) {
@@ -193,7 +220,10 @@ fn holdable_target(router: &Router, head: &[u8]) -> Option<RouteTarget> {
     if config.routing.upstream_headers && RequestBound::of(&headers).is_some() {
         return None;
     }
-    service::target_of(router, &headers, &host).ok()
+    // As the full path decides: only HTTP/1.1 requests upgrade.
+    let upgrade = req.version == Some(1) && headers::upgrade_protocol(&headers).is_some();
+    let target = route::target_of(router, &headers, &host).ok()?;
+    Some(Holdable { target, upgrade })
 }
 
 /// Answers a refused parked request (`Connection: close`) and closes the connection once
@@ -201,7 +231,7 @@ fn holdable_target(router: &Router, head: &[u8]) -> Option<RouteTarget> {
 pub(crate) async fn refuse(mut stream: TcpStream, err: &ProxyError, peer: SocketAddr) {
     tracing::debug!(client.addr = %peer, error = %err, error.side = err.side().as_str(), "request refused");
     let status = err.status_code();
-    m::hot::REQUESTS_BY_CODE[service::status_label(status.as_u16())].increment(1);
+    account::answered(status.as_u16());
     let out = response::error_bytes(err, true);
     let written = tokio::time::timeout(LINGER, async {
         stream.write_all(&out).await?;

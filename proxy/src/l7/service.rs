@@ -1,11 +1,13 @@
-//! The L7 request path for one request: classify (CONNECT, upgrade), route (Host or router
-//! headers), hold/wake and connect (inside the pooled client's connector), proxy (streamed
+//! The hyper codec: the phases of one request on the full HTTP path (the list is in
+//! `l7/mod.rs`) — classify (CONNECT, upgrade, HTTP/2 upstream), route (Host or router
+//! headers, unless the compact hold routed it: its [`Exchange`]), hold/wake and connect
+//! (inside the sticky connection's dial or the pooled client's connector), forward (streamed
 //! bodies, hop-by-hop rules, `X-Forwarded-*`), account (activity, `requests_total{code}`).
 
 use std::error::Error as StdError;
 use std::sync::Arc;
 
-use http::header::{self, HeaderValue};
+use http::header;
 use http::uri::PathAndQuery;
 use http::{Method, Request, Response, Version};
 use http_body_util::{BodyExt, Either};
@@ -14,17 +16,18 @@ use hyper::body::Incoming;
 use super::body::{self, CountingBody, Direction};
 use super::client::{self, UpstreamClient};
 use super::conn_state::ConnState;
+use super::exchange::{Exchange, Routed};
 use super::failure::{chain, classify, connection_lost};
 use super::h2_upstream;
-use super::headers::{self, X_SANDBOX_ID, X_SANDBOX_NAMESPACE, X_SANDBOX_PORT};
+use super::headers;
 use super::response::{self, ProxyBody};
+use super::route::{not_ascii, request_host, route};
 use super::router_headers::{self, RequestBound};
 use super::sticky::StickyUpstream;
-use super::{connect, upgrade};
+use super::{account, connect, upgrade};
 use crate::activity::ConnectionGuard;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
-use crate::kind::ConnKind;
 use crate::metrics as m;
 use crate::route::{RouteTarget, Router};
 
@@ -32,8 +35,8 @@ use crate::route::{RouteTarget, Router};
 pub(crate) struct ConnInfo {
     /// What the connection's requests share.
     pub(crate) state: Arc<ConnState>,
-    /// The request's per-IP rate limit was counted already (a compactly held first request).
-    pub(crate) rate_checked: bool,
+    /// The request's exchange when the compact hold routed it (the connection's first).
+    pub(crate) first: Option<Routed>,
 }
 
 /// Answers one request; never fails (errors become responses).
@@ -41,7 +44,7 @@ pub(crate) async fn handle(
     router: Router,
     client: Arc<UpstreamClient>,
     req: Request<Incoming>,
-    conn: ConnInfo,
+    mut conn: ConnInfo,
 ) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     let response = if req.method() == Method::CONNECT {
         // A CONNECT tunnel is an upgraded stream: its own idle limit applies.
@@ -50,11 +53,8 @@ pub(crate) async fn handle(
             .set(router.config().limits.upgraded_idle_timeout);
         connect::handle(router, req, conn.state.peer).await
     } else {
-        let result = proxy(&router, &client, req, &conn).await;
-        // A compactly held request that dialled no connection of its own (pooled, upgrade,
-        // refused) gives its place in the release semaphore back now.
-        conn.state.sticky.end_release();
-        match result {
+        let first = conn.first.take();
+        match proxy(&router, &client, req, &conn, first).await {
             Ok(response) => response,
             Err(err) => {
                 tracing::debug!(error = %err, error.side = err.side().as_str(), "request refused");
@@ -62,7 +62,7 @@ pub(crate) async fn handle(
             }
         }
     };
-    m::hot::REQUESTS_BY_CODE[status_label(response.status().as_u16())].increment(1);
+    account::answered(response.status().as_u16());
     Ok(response)
 }
 
@@ -71,34 +71,36 @@ async fn proxy(
     client: &UpstreamClient,
     mut req: Request<Incoming>,
     conn: &ConnInfo,
+    first: Option<Routed>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let state = &*conn.state;
     let (peer, scheme) = (state.peer, state.scheme);
     // The config in force, read once for the whole request.
     let snapshot = router.snapshot();
     let config = &snapshot.config;
-    if !conn.rate_checked {
+    // Route: the rate limit first (a request routed before counted it then).
+    if first.is_none() {
         router.check_rate_under(config, peer.ip())?;
     }
+    let first = first.transpose()?;
     let (host, host_from_uri) = request_host(&req)?;
     let host_text = host.to_str().map_err(|_| not_ascii())?;
-    let by_headers = config.routing.upstream_headers && req.headers().contains_key(&X_SANDBOX_ID);
-    let target = if by_headers {
-        Arc::new(target_of(router, req.headers(), host_text)?)
-    } else {
-        state.target_by_host(&snapshot, host_text)?
-    };
     let bound = config
         .routing
         .upstream_headers
         .then(|| RequestBound::of(req.headers()))
         .flatten();
-    router.wait_synced().await;
-    let unknown = || ProxyError::UnknownSandbox {
-        key: target.key.clone(),
+    let exchange = match first {
+        Some(exchange) => exchange,
+        None => route(router, state, &snapshot, &req, host_text).await?,
     };
-    let slot = state.slot(router, &target).ok_or_else(unknown)?;
-    let guard = Arc::new(router.guard_of(&slot, ConnKind::Http));
+    let Exchange {
+        target,
+        epoch,
+        guard,
+        upstream: dialled,
+    } = exchange;
+    let guard = Arc::new(guard);
     let upgrade = if req.version() == Version::HTTP_11 {
         headers::upgrade_protocol(req.headers())
     } else {
@@ -110,11 +112,10 @@ async fn proxy(
     let downstream_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let h2 = h2_upstream::wanted(config.upstream.http2, req.version(), req.headers())
         .then(|| h2_upstream::accepts_trailers(req.headers()));
-    if sticky.is_none() || h2.is_some() {
-        // A compactly held request's place in the release semaphore serves only a dial of its
-        // own upstream connection; a pooled dial that finds the sandbox not listening yet takes
-        // a place of its own, which must not wait behind this one.
-        state.sticky.end_release();
+    // Connect: a connection the hold dialled already carries the request when it goes on a
+    // connection of its own (the compact hold dials none for requests that go pooled).
+    if let (Some(sticky), None, Some(stream)) = (sticky, h2, dialled) {
+        sticky.offer(&target, epoch, stream);
     }
     let (mut parts, body) = req.into_parts();
     let path = parts
@@ -122,7 +123,6 @@ async fn proxy(
         .path_and_query()
         .cloned()
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
-    let epoch = slot.epoch();
     parts.uri = upstream_uri(sticky.is_some(), &target, epoch, &path)?;
     parts.version = Version::HTTP_11;
     headers::strip_hop_by_hop(&mut parts.headers, upgrade.clone());
@@ -162,11 +162,16 @@ async fn proxy(
         None => exchange.await,
         Some(_) => router_headers::bounded(&target.key, bound, exchange).await?,
     };
+    let lost = matches!(&sent, Err(err) if connection_lost(&**err));
+    if lost && let Some(slot) = router.slot(&target.key) {
+        // The workload went away under the request (a suspend the proxy has not seen yet):
+        // its address refusing now is no closed port.
+        slot.note_lost();
+    }
     let mut upstream_resp = match (sent, replay) {
         (Ok(resp), _) => resp,
-        (Err(err), Some((method, headers))) if connection_lost(&*err) => {
-            // The workload went away under the request (a suspend the proxy had not seen yet):
-            // send it once more, through hold-and-wake, at the sandbox's current address.
+        (Err(err), Some((method, headers))) if lost => {
+            // Send it once more, through hold-and-wake, at the sandbox's current address.
             metrics::counter!(m::REQUEST_RETRIES_TOTAL).increment(1);
             tracing::debug!(sandbox.key = %target.key, error = %chain(&*err), "request sent again");
             let epoch = router.slot(&target.key).map_or(0, |slot| slot.epoch());
@@ -261,103 +266,6 @@ async fn send(
     }
 }
 
-/// The request's host, and whether it came from the URI: the URI authority (HTTP/2,
-/// absolute-form) or the one `Host` header. Two `Host` headers or one that is not visible
-/// ASCII are a bad request (RFC 9112 §3.2), never a guess at which one to route by.
-fn request_host(req: &Request<Incoming>) -> Result<(HeaderValue, bool), ProxyError> {
-    if let Some(authority) = req.uri().authority() {
-        let value = HeaderValue::from_str(authority.as_str()).map_err(|_| not_ascii())?;
-        return Ok((value, true));
-    }
-    let mut hosts = req.headers().get_all(header::HOST).iter();
-    let host = hosts.next().ok_or(ProxyError::NoHost)?;
-    if hosts.next().is_some() {
-        return Err(ProxyError::BadRequest(
-            "more than one Host header".to_owned(),
-        ));
-    }
-    Ok((host.clone(), false))
-}
-
-/// A host that is not visible ASCII.
-fn not_ascii() -> ProxyError {
-    ProxyError::BadRequest(
-        "the Host header is not ASCII: use the punycode (xn--) form of the name".to_owned(),
-    )
-}
-
-/// The target of a request with these headers and host: the upstream router headers when
-/// enabled and present, else the host. Errors name the header or host that is wrong.
-pub fn target_of(
-    router: &Router,
-    headers: &http::HeaderMap,
-    host: &str,
-) -> Result<RouteTarget, ProxyError> {
-    let config = router.config();
-    if config.routing.upstream_headers
-        && let Some(id) = single(headers, &X_SANDBOX_ID)?
-    {
-        let text = |name: &http::HeaderName, value: &HeaderValue| {
-            value
-                .to_str()
-                .map(str::trim)
-                .map_err(|_| ProxyError::BadRequest(format!("{name} is not text")))
-                .map(str::to_owned)
-        };
-        let name = text(&X_SANDBOX_ID, id)?;
-        let namespace = match single(headers, &X_SANDBOX_NAMESPACE)? {
-            Some(v) => text(&X_SANDBOX_NAMESPACE, v)?,
-            None if !config.routing.default_namespace.is_empty() => {
-                config.routing.default_namespace.clone()
-            }
-            None => {
-                return Err(ProxyError::BadRequest(format!(
-                    "{X_SANDBOX_ID} without {X_SANDBOX_NAMESPACE} and no default namespace"
-                )));
-            }
-        };
-        for (header, value) in [(&X_SANDBOX_ID, &name), (&X_SANDBOX_NAMESPACE, &namespace)] {
-            rouse_shared::names::validate_dns1123_label(value)
-                .map_err(|err| ProxyError::BadRequest(format!("{header}: {err}")))?;
-        }
-        let port = match single(headers, &X_SANDBOX_PORT)? {
-            Some(v) => Some(
-                text(&X_SANDBOX_PORT, v)?
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|p| *p > 0)
-                    .ok_or_else(|| {
-                        ProxyError::BadRequest(format!(
-                            "{X_SANDBOX_PORT} is not a port in 1..=65535"
-                        ))
-                    })?,
-            ),
-            None => None,
-        };
-        return Ok(RouteTarget {
-            key: SandboxKey::new(namespace, name),
-            port,
-        });
-    }
-    router.resolve_host(host)
-}
-
-/// The one value of router header `name`, if any. Two or more are a bad request, never a
-/// guess at which one routes (as for `Host`).
-fn single<'h>(
-    headers: &'h http::HeaderMap,
-    name: &http::HeaderName,
-) -> Result<Option<&'h HeaderValue>, ProxyError> {
-    let mut values = headers.get_all(name).iter();
-    let first = values.next();
-    if values.next().is_some() {
-        return Err(ProxyError::BadRequest(format!(
-            "more than one {name} header"
-        )));
-    }
-    Ok(first)
-}
-
 /// Whether a request may be sent again after its upstream connection was lost: a safe method
 /// (RFC 9110 §9.2.1) with no body and no upgrade, so a second send cannot repeat an effect or
 /// need a body that was already consumed.
@@ -366,36 +274,4 @@ fn replayable(method: &Method, body: &Incoming, upgrade: bool) -> bool {
     !upgrade
         && body.is_end_stream()
         && matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
-}
-
-/// The position in `metrics::hot::REQUEST_CODE_LABELS` of a status code's bounded label:
-/// common codes by number, others by class.
-// The specific codes come first on purpose; the class ranges catch the rest.
-#[allow(clippy::match_overlapping_arm)]
-pub(super) fn status_label(code: u16) -> usize {
-    match code {
-        101 => 0,
-        200 => 1,
-        201 => 2,
-        204 => 3,
-        301 => 4,
-        302 => 5,
-        304 => 6,
-        400 => 7,
-        401 => 8,
-        403 => 9,
-        404 => 10,
-        429 => 11,
-        431 => 12,
-        500 => 13,
-        501 => 14,
-        502 => 15,
-        503 => 16,
-        504 => 17,
-        100..=199 => 18,
-        200..=299 => 19,
-        300..=399 => 20,
-        400..=499 => 21,
-        _ => 22,
-    }
 }

@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 
 use super::client::UpstreamBody;
 use crate::error::ProxyError;
-use crate::route::{Place, RouteTarget, Router};
+use crate::route::{RouteTarget, Router};
 
 /// Why a request on the sticky connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -35,9 +35,9 @@ pub(crate) struct StickyUpstream {
     /// Only one request of an HTTP/1.1 client is in flight, so the lock is never contended;
     /// it is held only to take the connection out and put it back, never across an await.
     conn: Mutex<Option<Upstream>>,
-    /// A compactly held first request's place in its sandbox's release semaphore
-    /// (`wake.release_concurrency`), kept until its upstream connection is dialled.
-    release: Mutex<Option<Place>>,
+    /// A connection the compact hold dialled for the first request (with its target and
+    /// address epoch): the next dial to that target at that epoch takes it.
+    offered: Mutex<Option<(RouteTarget, u64, tokio::net::TcpStream)>>,
 }
 
 /// A failed exchange: the request back when it was never sent, else the error.
@@ -118,17 +118,12 @@ impl StickyUpstream {
         }
     }
 
-    /// Keeps `permit` for the next dial, which uses it (or until [`StickyUpstream::end_release`]).
-    pub(crate) fn hold_release(&self, permit: Place) {
-        *self.release.lock().unwrap_or_else(|e| e.into_inner()) = Some(permit);
-    }
-
-    /// Gives back the release permit, if any.
-    pub(crate) fn end_release(&self) {
-        self.release
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+    /// Offers `stream`, dialled to `target` at address `epoch` by the hold/wake phase, to the
+    /// next dial: a request held while its sandbox woke is sent on the connection its hold
+    /// dialled, not on a second one.
+    pub(crate) fn offer(&self, target: &RouteTarget, epoch: u64, stream: tokio::net::TcpStream) {
+        *self.offered.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((target.clone(), epoch, stream));
     }
 
     /// Keeps `upstream` for the next request. Its epoch stays the one it was dialled at, so
@@ -137,17 +132,23 @@ impl StickyUpstream {
         *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = Some(upstream);
     }
 
-    /// Hold/wake, dial and handshake a new connection; its driver runs in the router's tracker
-    /// until the sender is dropped (the client connection ended) or the upstream closes.
+    /// Hold/wake and dial (or take the connection the hold offered), then handshake a new
+    /// connection; its driver runs in the router's tracker until the sender is dropped (the
+    /// client connection ended) or the upstream closes.
     async fn dial(&self, router: &Router, target: &RouteTarget) -> Result<Upstream, StickyError> {
-        let place = self
-            .release
+        let offered = self
+            .offered
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take();
-        let dialled = router.connect_stream_in_place(target, place).await;
-        let (stream, _addr, slot) = dialled?;
-        let epoch = slot.epoch();
+            .take()
+            .filter(|(to, _, _)| to == target);
+        let (stream, epoch) = match offered {
+            Some((_, epoch, stream)) => (stream, epoch),
+            None => {
+                let (stream, _addr, slot) = router.connect_stream(target).await?;
+                (stream, slot.epoch())
+            }
+        };
         // Reset like pooled connections when the sandbox is checkpointed (see `quiesce`).
         let stream = router.quiescer().wrap(&target.key, stream);
         let (sender, conn) = http1::Builder::new()

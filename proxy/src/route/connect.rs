@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::time::timeout_at;
 
-use tokio::sync::{OwnedSemaphorePermit, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::slot::{RouteTarget, Slot, SlotState};
@@ -35,20 +35,6 @@ pub(super) struct Phases<'a> {
     pub(super) drain: &'a CancellationToken,
     /// Holds dials to sandboxes being checkpointed.
     pub(super) quiescer: &'a crate::quiesce::Quiescer,
-    /// A place in the sandbox's release semaphore the connection already has (a compactly
-    /// held request handed over to the full path): its first dial uses it instead of taking
-    /// a second one, which could wait forever while every place is kept so.
-    pub(super) place: Option<Place>,
-}
-
-/// A held connection's place in its sandbox's release semaphore, kept from the end of its
-/// hold to its dial (a compactly held request is handed over in between), and when it
-/// arrived: its wake deadline still runs from then, and it still counts as one that waited
-/// (503 + `Retry-After` at the deadline, never the fast 502 of a ready sandbox's closed port).
-#[derive(Debug)]
-pub(crate) struct Place {
-    permit: OwnedSemaphorePermit,
-    arrived: tokio::time::Instant,
 }
 
 /// Where a dialable sandbox is dialled.
@@ -106,9 +92,8 @@ fn route_event(
 pub(super) enum Reached {
     /// Dialled (`Until::Dialled`).
     Dialled(TcpStream, SocketAddr),
-    /// Dialable (`Until::Dialable`); a held connection gets its place in the sandbox's release
-    /// semaphore, to keep until its dial is done.
-    Dialable(Option<Place>),
+    /// Dialable (`Until::Dialable`).
+    Dialable,
 }
 
 /// What the driver does once the sandbox is dialable.
@@ -116,8 +101,8 @@ pub(super) enum Reached {
 pub(super) enum Until {
     /// Dial it and return the stream.
     Dialled,
-    /// Return at once without dialling: the caller (a compactly parked HTTP/1 request) hands
-    /// its client connection over to the full HTTP path, which dials.
+    /// Return at once without dialling: the caller (a compactly held upgrade request, which
+    /// the pooled client sends) dials later.
     Dialable,
 }
 
@@ -134,7 +119,7 @@ pub(super) async fn connect_slot(
         Reached::Dialled(stream, addr) => Ok((stream, addr)),
         // `Until::Dialled` returns only after a successful dial (or an error); anything else
         // would be a driver bug, reported like a deadline rather than a panic.
-        Reached::Dialable(_) => Err(ProxyError::WakeDeadline {
+        Reached::Dialable => Err(ProxyError::WakeDeadline {
             key: key.clone(),
             deadline,
         }),
@@ -144,22 +129,15 @@ pub(super) async fn connect_slot(
 /// Drives one connection's [`Hold`] machine, performing its actions, until the sandbox is
 /// dialable (`Until::Dialable`) or dialled (`Until::Dialled`).
 pub(super) async fn drive(
-    mut phases: Phases<'_>,
+    phases: Phases<'_>,
     target: &RouteTarget,
     slot: &Arc<Slot>,
     until: Until,
 ) -> Result<Reached, ProxyError> {
     let wake = phases.wake;
-    let mut place = phases.place.take();
-    // A compactly held request handed over: it waited already, and its deadline runs from
-    // its arrival, not from the hand-over.
-    let waited_before = place.is_some();
-    let arrived = place
-        .as_ref()
-        .map_or_else(tokio::time::Instant::now, |place| place.arrived);
     let key = &target.key;
     let started = Instant::now();
-    let deadline = arrived + wake.deadline;
+    let deadline = tokio::time::Instant::now() + wake.deadline;
     let mut rx = slot.state.subscribe();
     let mut held: Option<HeldGuard> = None;
     let mut backoff = wake.dial_backoff_initial;
@@ -223,19 +201,11 @@ pub(super) async fn drive(
                     });
                 }
                 HoldAction::Dial if until == Until::Dialable => {
-                    let Some(_) = held else {
-                        return Ok(Reached::Dialable(None));
-                    };
-                    // Held ones dial a bounded number at a time (after the hand-over, on the
-                    // full path): take the place now, the caller keeps it until that dial.
-                    let release = Arc::clone(slot.gate.release());
-                    let Ok(Ok(permit)) = timeout_at(deadline, release.acquire_owned()).await else {
-                        next_event = Some(HoldEvent::Deadline);
-                        continue;
-                    };
-                    metrics::histogram!(m::HOLD_DURATION_SECONDS)
-                        .record(started.elapsed().as_secs_f64());
-                    return Ok(Reached::Dialable(Some(Place { permit, arrived })));
+                    if held.is_some() {
+                        metrics::histogram!(m::HOLD_DURATION_SECONDS)
+                            .record(started.elapsed().as_secs_f64());
+                    }
+                    return Ok(Reached::Dialable);
                 }
                 HoldAction::Dial => {
                     let Some(DialTo {
@@ -252,24 +222,15 @@ pub(super) async fn drive(
                     // held connection's driver, compactly parked ones included.
                     // A held connection's sandbox is still coming up: a SYN it drops (a gVisor
                     // restore takes the address over before its stack runs) would wait for the
-                    // kernel's 1 s retransmit, so a short attempt is cut and sent afresh. (A
-                    // compactly held request handed over with its release place waited too.)
-                    let limit = if held.is_some() || place.is_some() {
+                    // kernel's 1 s retransmit, so a short attempt is cut and sent afresh.
+                    let limit = if held.is_some() {
                         attempt
                     } else {
                         wake.dial_timeout
                     };
                     // The first dial of a connection that never waited, to a ready sandbox.
-                    let first_to_ready = ready && held.is_none() && !waited_before;
-                    let dialling = dial_held(
-                        slot,
-                        held.is_some(),
-                        place.take().map(|place| place.permit),
-                        deadline,
-                        &address,
-                        port,
-                        limit,
-                    );
+                    let first_to_ready = ready && held.is_none();
+                    let dialling = dial_held(slot, held.is_some(), deadline, &address, port, limit);
                     next_event = Some(
                         Box::pin(dialling)
                             .await
@@ -285,10 +246,14 @@ pub(super) async fn drive(
                                     // A ready sandbox whose port refuses has it closed: a 502
                                     // at once, as any proxy answers, not a wait for the wake
                                     // deadline. Unless its route changed meanwhile (a suspend
-                                    // seen just now): then it is looked at again.
+                                    // seen just now), or a request's connection to this
+                                    // address was just lost before any response (its
+                                    // workload is being stopped, and the suspend is not seen
+                                    // yet): then it is looked at again.
                                     let closed_port = first_to_ready
                                         && err.kind() == io::ErrorKind::ConnectionRefused
-                                        && !rx.has_changed().unwrap_or(true);
+                                        && !rx.has_changed().unwrap_or(true)
+                                        && !slot.lost_here();
                                     let retryable = is_dial_retryable(&err) && !closed_port;
                                     if retryable {
                                         tracing::trace!(sandbox.key = %key, error = %err, "dial failed; retrying");
@@ -344,9 +309,6 @@ pub(super) async fn drive(
                         Refusal::Deadline { waited: true } | Refusal::Cancelled => {
                             deadline_error(None)
                         }
-                        Refusal::Deadline { waited: false } if waited_before => {
-                            deadline_error(None)
-                        }
                         Refusal::Deadline { waited: false } | Refusal::Upstream => {
                             deadline_error(last_error.take())
                         }
@@ -373,15 +335,12 @@ fn failure_reason(route: &RouteState) -> String {
 async fn dial_held(
     slot: &Slot,
     held: bool,
-    place: Option<OwnedSemaphorePermit>,
     deadline: tokio::time::Instant,
     address: &str,
     port: u16,
     limit: Duration,
 ) -> Option<io::Result<(TcpStream, SocketAddr)>> {
-    let permit = if place.is_some() {
-        place
-    } else if held {
+    let permit = if held {
         let release = Arc::clone(slot.gate.release());
         match timeout_at(deadline, release.acquire_owned()).await {
             Ok(Ok(permit)) => Some(permit),

@@ -28,7 +28,6 @@ use rouse_shared::names::split_host_port;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub(crate) use self::connect::Place;
 use self::routes::Routes;
 pub use self::runtime::ReadinessCheck;
 use self::runtime::Runtime;
@@ -183,7 +182,7 @@ impl Router {
         // Counted as open (activity) from now on, held or not: a held TCP connection keeps
         // its sandbox's activity alive the same way a held HTTP request does.
         let guard = self.guard_of(&slot, kind);
-        let (stream, addr) = self.connect_slot(target, &slot, None).await?;
+        let (stream, addr) = self.connect_slot(target, &slot).await?;
         Ok(Upstream {
             stream,
             addr,
@@ -345,20 +344,10 @@ impl Router {
         self.inner.runtime.reporter.directory()
     }
 
-    /// Hold/wake and connect without counting a connection (the L7 pool counts requests).
+    /// Hold/wake and connect without counting a connection (the L7 codecs count requests).
     pub(crate) async fn connect_stream(
         &self,
         target: &RouteTarget,
-    ) -> Result<(tokio::net::TcpStream, SocketAddr, Arc<Slot>), ProxyError> {
-        self.connect_stream_in_place(target, None).await
-    }
-
-    /// [`Router::connect_stream`] for a connection that already has `place` in the
-    /// sandbox's release semaphore (a compactly held request): its first dial uses it.
-    pub(crate) async fn connect_stream_in_place(
-        &self,
-        target: &RouteTarget,
-        place: Option<Place>,
     ) -> Result<(tokio::net::TcpStream, SocketAddr, Arc<Slot>), ProxyError> {
         self.wait_synced().await;
         let slot = self
@@ -367,7 +356,7 @@ impl Router {
                 key: target.key.clone(),
             });
         let slot = slot.inspect_err(count_error)?;
-        let (stream, addr) = self.connect_slot(target, &slot, place).await?;
+        let (stream, addr) = self.connect_slot(target, &slot).await?;
         Ok((stream, addr, slot))
     }
 
@@ -379,7 +368,6 @@ impl Router {
             reporter: &self.inner.runtime.reporter,
             drain: &self.inner.runtime.drain,
             quiescer: &self.inner.runtime.quiescer,
-            place: None,
         }
     }
 
@@ -388,36 +376,41 @@ impl Router {
         &self,
         target: &RouteTarget,
         slot: &Arc<Slot>,
-        place: Option<Place>,
     ) -> Result<(tokio::net::TcpStream, SocketAddr), ProxyError> {
         let config = self.config();
-        let mut phases = self.phases(&config);
-        phases.place = place;
-        connect::connect_slot(phases, target, slot)
+        connect::connect_slot(self.phases(&config), target, slot)
             .await
             .inspect_err(count_error)
     }
 
-    /// The slot of `target`'s sandbox when a request to it would be held now: the routes are
-    /// loaded and it is suspended with wake-on-connect, or starting without an address.
-    pub(crate) fn slot_to_hold(&self, target: &RouteTarget) -> Option<Arc<Slot>> {
-        self.inner.routes.slot_to_hold(&target.key)
+    /// The slot of `key` once the routes are loaded (`None` before the directory's first full
+    /// list, or when the sandbox is not in the table): what a connection that must not wait
+    /// for the start barrier may route by.
+    pub(crate) fn loaded_slot(&self, key: &SandboxKey) -> Option<Arc<Slot>> {
+        if !self.inner.routes.is_synced() {
+            return None;
+        }
+        self.slot(key)
     }
 
-    /// Hold/wake without dialling: returns once the slot's sandbox is dialable (or with the
-    /// error its connection gets), counted as held while it waits. A connection that was
-    /// held gets its place in the sandbox's release semaphore: keep it until the dial is done.
-    pub(crate) async fn hold_until_dialable(
+    /// The hold/wake phase, and the connect phase when `dial`: waits until the slot's
+    /// sandbox is dialable (waking it if suspended), counted as held while it waits, then
+    /// dials it (`Some`) or returns without dialling (`None`, the caller dials later).
+    pub(crate) async fn hold(
         &self,
         target: &RouteTarget,
         slot: &Arc<Slot>,
-    ) -> Result<Option<Place>, ProxyError> {
+        dial: bool,
+    ) -> Result<Option<(tokio::net::TcpStream, SocketAddr)>, ProxyError> {
         let config = self.config();
-        let phases = self.phases(&config);
-        match connect::drive(phases, target, slot, connect::Until::Dialable).await {
-            Ok(connect::Reached::Dialable(permit)) => Ok(permit),
-            // `Until::Dialable` returns before any dial; a dialled stream is closed unused.
-            Ok(connect::Reached::Dialled(..)) => Ok(None),
+        let until = if dial {
+            connect::Until::Dialled
+        } else {
+            connect::Until::Dialable
+        };
+        match connect::drive(self.phases(&config), target, slot, until).await {
+            Ok(connect::Reached::Dialled(stream, addr)) => Ok(Some((stream, addr))),
+            Ok(connect::Reached::Dialable) => Ok(None),
             Err(err) => {
                 count_error(&err);
                 Err(err)

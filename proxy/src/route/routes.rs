@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::slot::Slot;
 use super::table::RouteTable;
-use crate::directory::{RouteState, SandboxKey};
+use crate::directory::SandboxKey;
 
 /// The routes part of the router.
 #[derive(Debug, Default)]
@@ -46,26 +46,4 @@ impl Routes {
         }
         let _ = tokio::time::timeout(limit, self.synced.cancelled()).await;
     }
-
-    /// The slot of `key` when a request to it would be held now: the routes are loaded and
-    /// it is suspended with wake-on-connect, or starting without an address.
-    pub(super) fn slot_to_hold(&self, key: &SandboxKey) -> Option<Arc<Slot>> {
-        if !self.is_synced() {
-            return None;
-        }
-        let slot = self.slot(key)?;
-        needs_hold(&slot).then_some(slot)
-    }
-}
-
-/// Whether a connection to `slot` would be held now: suspended with wake-on-connect, or
-/// starting without an address.
-fn needs_hold(slot: &Slot) -> bool {
-    matches!(
-        slot.state.borrow().route,
-        RouteState::Suspended {
-            wake_on_connect: true,
-            ..
-        } | RouteState::Starting { endpoint: None }
-    )
 }

@@ -37,6 +37,9 @@ pub struct Slot {
     /// Bumped whenever the address to dial changes (or goes away), so pooled upstream
     /// connections to an old address are never reused: the L7 pool key includes it.
     pub(crate) epoch: AtomicU64,
+    /// One more than the address epoch at which a request's upstream connection was last
+    /// lost before any response (0: none; see [`Slot::note_lost`]).
+    lost: AtomicU64,
 }
 
 /// What a slot's watch channel carries.
@@ -61,11 +64,41 @@ impl Slot {
             }),
             gate: Arc::new(WakeGate::new(release_concurrency)),
             epoch: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
         }
     }
 
     /// The current address epoch (see `epoch`).
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Records that a request's upstream connection was just lost before any response: the
+    /// workload went away under it (stopped by a suspend the proxy has not seen yet), so until
+    /// the address epoch changes a refused dial is the workload stopping, not a closed port.
+    /// The current epoch stands for the lost connection's: they differ only when the proxy
+    /// has seen the address change already, and then a refusal at the newer address at worst
+    /// waits (within the wake deadline) instead of being answered 502 at once.
+    pub(crate) fn note_lost(&self) {
+        self.lost
+            .store(self.epoch().saturating_add(1), Ordering::Release);
+    }
+
+    /// Whether a request's connection to the sandbox's current address was lost before any
+    /// response ([`Slot::note_lost`]).
+    pub(crate) fn lost_here(&self) -> bool {
+        self.lost.load(Ordering::Acquire) == self.epoch().saturating_add(1)
+    }
+
+    /// Whether a connection to the sandbox would be held now: suspended with
+    /// wake-on-connect, or starting without an address.
+    pub(crate) fn needs_hold(&self) -> bool {
+        matches!(
+            self.state.borrow().route,
+            RouteState::Suspended {
+                wake_on_connect: true,
+                ..
+            } | RouteState::Starting { endpoint: None }
+        )
     }
 }

@@ -84,7 +84,7 @@ impl RunReport {
         let mut out: Vec<String> = self
             .double_bindings
             .iter()
-            .map(|d| format!("sandbox bound to two claims: {d}"))
+            .map(|d| format!("double binding: {d}"))
             .collect();
         if self.pool > 0 && self.max_members > self.pool {
             out.push(format!(

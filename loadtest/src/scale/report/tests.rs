@@ -98,10 +98,7 @@ fn the_table_puts_the_controllers_side_by_side_with_ratios_and_the_baseline() {
         text.contains("upstream: 2 correctness violations:"),
         "{text}"
     );
-    assert!(
-        text.contains("  - sandbox bound to two claims: s-1"),
-        "{text}"
-    );
+    assert!(text.contains("  - double binding: s-1"), "{text}");
     assert!(text.contains("  - left after deletion: pods: 1"), "{text}");
     assert!(text.contains("rouse: no correctness violation"), "{text}");
     // Phases nobody ran have no rows.

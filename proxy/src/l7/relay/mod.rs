@@ -12,6 +12,13 @@
 //! request it does not cover hands the connection, with every byte read, to the full HTTP
 //! path (hyper), which serves it to its end; so every answer the full path gives (400, 431,
 //! WebSocket, chunked uploads, ...) stays the same.
+//!
+//! The relay is one of the two codecs behind the request phases listed in `l7/mod.rs`: it
+//! takes a first request's `Exchange` from the compact hold, or routes a request itself
+//! (`Conn::route`), and forwards it. Here: `request.rs` (classify and rewrite a request head),
+//! `response.rs` (the response head and its framing), `chunked.rs` (chunked bodies followed
+//! without decoding), `names.rs` (header names it acts on), `upstream.rs` (the connection to
+//! the sandbox kept between requests).
 
 pub mod chunked;
 mod names;
@@ -31,15 +38,15 @@ use self::chunked::Chunked;
 use self::request::{Forwarded, Parsed};
 use self::response::Framing;
 use self::upstream::Upstream;
+use super::account;
+use super::exchange::{Exchange, Routed};
 use super::handover::Handover;
 use super::headers::Scheme;
 use super::route_cache::RouteCache;
-use super::service::status_label;
 use crate::activity::ConnectionGuard;
 use crate::deadline::Deadline;
 use crate::directory::SandboxKey;
 use crate::error::ProxyError;
-use crate::kind::ConnKind;
 use crate::metrics as m;
 use crate::on_wake::OnWake;
 use crate::route::{RouteTarget, Router};
@@ -100,8 +107,7 @@ where
                 stream: conn.stream,
                 // Every hand-over is at a whole head, or one already over the size limit.
                 handover: Handover {
-                    rate_checked: conn.rate_checked,
-                    release: conn.release,
+                    first: conn.first,
                     head_by: None,
                 },
             }
@@ -153,10 +159,9 @@ struct Conn<IO> {
     drain: CancellationToken,
     /// The proxy drains (seen once `drained` fired).
     drain_seen: bool,
-    /// The first request's per-IP rate limit was counted already (compact hold).
-    rate_checked: bool,
-    /// The first request's place in its sandbox's release semaphore (compact hold).
-    release: Option<crate::route::Place>,
+    /// The first request's exchange when the compact hold routed it (and held and dialled
+    /// it, when its sandbox had to be woken).
+    first: Option<Routed>,
     /// The routes were loaded once; they stay loaded.
     synced: bool,
 }
@@ -197,8 +202,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             drained,
             drain,
             drain_seen: false,
-            rate_checked: handover.rate_checked,
-            release: handover.release,
+            first: handover.first,
             synced: false,
             router,
         }
@@ -247,8 +251,6 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                     buf.shrink_to(KEPT_BUF.max(buf.len()));
                 }
             }
-            // A compactly held first request's place is for its own dial only.
-            self.release = None;
             if !keep || head.close || self.draining() {
                 return End::Close;
             }
@@ -338,13 +340,23 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     /// Forwards one request (its rewritten head and body in `out`) and its response: whether
     /// the client connection can carry another request.
     async fn exchange(&mut self, head: &request::Head) -> bool {
-        let routed = self.route(head).await;
-        let (target, epoch, guard) = match routed {
-            Ok(routed) => routed,
+        let routed = match self.first.take() {
+            Some(first) => first,
+            None => self.route(head).await,
+        };
+        let Exchange {
+            target,
+            epoch,
+            guard,
+            upstream,
+        } = match routed {
+            Ok(exchange) => exchange,
             Err(err) => return self.refuse(&err, head.close).await,
         };
+        // Connect: the compact hold dialled the sandbox for this request already.
+        let dialled = upstream.map(|stream| Upstream::adopt(&self.router, &target, epoch, stream));
         guard.record_bytes(head.body, 0);
-        let sent = self.send(head, &target, epoch).await;
+        let sent = self.send(head, &target, epoch, dialled).await;
         let relayed = match sent {
             Ok(response) => self.respond(head, response, &guard, &target.key).await,
             Err(failure) => Err(failure),
@@ -359,19 +371,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         }
     }
 
-    /// The request's target, its address epoch and a guard counting it as open: rate limit,
-    /// host, slot.
-    async fn route(
-        &mut self,
-        head: &request::Head,
-    ) -> Result<(Arc<RouteTarget>, u64, ConnectionGuard), ProxyError> {
+    /// The route phase of a request the compact hold did not route: rate limit, host, slot,
+    /// counted as open.
+    async fn route(&mut self, head: &request::Head) -> Result<Exchange, ProxyError> {
         // The relay checked that the host is visible ASCII.
         let host = std::str::from_utf8(&self.inbuf[head.host.clone()]).unwrap_or_default();
         let snapshot = self.router.snapshot();
-        if !std::mem::take(&mut self.rate_checked) {
-            self.router
-                .check_rate_under(&snapshot.config, self.peer.ip())?;
-        }
+        self.router
+            .check_rate_under(&snapshot.config, self.peer.ip())?;
         let target = self.routes.target(&snapshot, host)?;
         if !self.synced {
             self.router.wait_synced().await;
@@ -383,27 +390,30 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 .ok_or_else(|| ProxyError::UnknownSandbox {
                     key: target.key.clone(),
                 })?;
-        let guard = self.router.guard_of(&slot, ConnKind::Http);
-        Ok((target, slot.epoch(), guard))
+        Ok(Exchange::open(&self.router, target, &slot))
     }
 
-    /// Sends the request on the kept connection when it fits, else on a new one; a request
-    /// whose connection was lost before any response is sent once more when that is safe.
-    /// Returns the response head, its bytes at the start of `resp`.
+    /// Sends the request on `dialled` (a connection its hold dialled), else on the kept
+    /// connection when it fits, else on a new one; a request whose connection was lost before
+    /// any response is sent once more when that is safe. Returns the response head, its bytes
+    /// at the start of `resp`.
     async fn send(
         &mut self,
         head: &request::Head,
         target: &Arc<RouteTarget>,
         epoch: u64,
+        dialled: Option<Upstream>,
     ) -> Result<response::Head, Failure> {
         let kept = self
             .upstream
             .take()
             .filter(|upstream| upstream.fits(target, epoch));
-        let reused = kept.is_some();
-        let upstream = match kept {
-            Some(upstream) => upstream,
-            None => self.dial(target).await?,
+        // Only a connection kept from an earlier request may have been closed while idle; a
+        // new one, dialled here or by the hold, is new.
+        let (upstream, reused) = match (dialled, kept) {
+            (Some(dialled), _) => (dialled, false),
+            (None, Some(kept)) => (kept, true),
+            (None, None) => (self.dial(target).await?, false),
         };
         self.upstream = Some(upstream);
         match self.send_once(head, &target.key).await {
@@ -412,15 +422,18 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             // A kept connection the sandbox had closed while idle took no request: any
             // request goes on a new one.
             Err(Lost::Unsent) if reused => {}
-            // Otherwise the sandbox may have seen it: only a request that is safe to repeat
-            // goes again (the workload went away under it, as in a suspend the proxy had not
-            // seen yet).
-            Err(Lost::Unsent | Lost::Unanswered) if head.replayable => {
+            Err(Lost::Unsent | Lost::Unanswered) => {
+                // Otherwise the workload went away under the request, as in a suspend the
+                // proxy has not seen yet: its address refusing now is no closed port.
+                if let Some(slot) = self.router.slot(&target.key) {
+                    slot.note_lost();
+                }
+                // The sandbox may have seen the request: only one safe to repeat goes again.
+                if !head.replayable {
+                    return Err(Failure::Proxy(lost(&target.key)));
+                }
                 metrics::counter!(m::REQUEST_RETRIES_TOTAL).increment(1);
                 tracing::debug!(sandbox.key = %target.key, "request sent again");
-            }
-            Err(Lost::Unsent | Lost::Unanswered) => {
-                return Err(Failure::Proxy(lost(&target.key)));
             }
         }
         self.upstream = Some(self.dial(target).await?);
@@ -435,7 +448,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     async fn dial(&mut self, target: &Arc<RouteTarget>) -> Result<Upstream, Failure> {
         // Boxed: hold/wake and the dial are a large future that a request on a kept
         // connection should not carry.
-        Box::pin(Upstream::dial(&self.router, target, self.release.take()))
+        Box::pin(Upstream::dial(&self.router, target))
             .await
             .map_err(Failure::Proxy)
     }
@@ -521,7 +534,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         let taken = body
             .take(first)
             .map_err(|err| Failure::Proxy(protocol(key, &err.to_string())))?;
-        m::hot::REQUESTS_BY_CODE[status_label(response.status)].increment(1);
+        account::answered(response.status);
         let mut clean = taken == first.len();
         self.out.extend_from_slice(&first[..taken]);
         guard.record_bytes(0, taken as u64);
@@ -597,7 +610,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     /// Answers the request with the error's response: whether the connection goes on.
     async fn refuse(&mut self, err: &ProxyError, close: bool) -> bool {
         tracing::debug!(error = %err, error.side = err.side().as_str(), "request refused");
-        m::hot::REQUESTS_BY_CODE[status_label(err.status_code().as_u16())].increment(1);
+        account::answered(err.status_code().as_u16());
         let close = close || self.draining();
         self.out = super::response::error_bytes(err, close);
         self.write_client_out().await && !close

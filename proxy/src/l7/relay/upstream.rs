@@ -18,20 +18,28 @@ pub(crate) struct Upstream {
 }
 
 impl Upstream {
-    /// Holds (waking the sandbox if needed) and dials `target`; `place` is a compactly held
-    /// request's place in the release semaphore, used by this dial.
+    /// Holds (waking the sandbox if needed) and dials `target`.
     pub(crate) async fn dial(
         router: &Router,
         target: &Arc<RouteTarget>,
-        place: Option<crate::route::Place>,
     ) -> Result<Self, ProxyError> {
-        let (stream, _addr, slot) = router.connect_stream_in_place(target, place).await?;
-        Ok(Self {
+        let (stream, _addr, slot) = router.connect_stream(target).await?;
+        Ok(Self::adopt(router, target, slot.epoch(), stream))
+    }
+
+    /// A connection to `target` at address `epoch` dialled already (by a compact hold).
+    pub(crate) fn adopt(
+        router: &Router,
+        target: &Arc<RouteTarget>,
+        epoch: u64,
+        stream: tokio::net::TcpStream,
+    ) -> Self {
+        Self {
             target: Arc::clone(target),
-            epoch: slot.epoch(),
+            epoch,
             // Reset like every upstream connection when the sandbox is checkpointed.
             stream: router.quiescer().wrap(&target.key, stream),
-        })
+        }
     }
 
     /// Whether the connection can carry a request to `target` at address `epoch`: dialled
