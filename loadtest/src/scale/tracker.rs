@@ -44,8 +44,10 @@ pub struct Seen {
     pub claim_ready: HashMap<String, Instant>,
     /// The claims each sandbox was ever named by (status or controller owner).
     pub bound_to: BTreeMap<String, BTreeSet<String>>,
-    /// The sandboxes each claim ever controlled (controller owner).
+    /// The sandboxes each claim controls now (controller owner, not deleted).
     pub controlled: BTreeMap<String, BTreeSet<String>>,
+    /// Claims seen controlling more than one sandbox at once, with those sandboxes.
+    pub doubled: BTreeMap<String, BTreeSet<String>>,
     /// The sandbox each claim names in its status, as last seen.
     pub claim_sandbox: HashMap<String, String>,
     /// Current pool members (controlled by a SandboxWarmPool, not being deleted), and which of
@@ -61,7 +63,7 @@ pub struct Seen {
 
 impl Seen {
     /// Sandboxes named by more than one claim (`sandbox: claims`), and claims that controlled
-    /// more than one sandbox (`claim controls sandboxes`).
+    /// more than one sandbox at once (`claim controls sandboxes`).
     pub fn double_bindings(&self) -> Vec<String> {
         let shared = self
             .bound_to
@@ -69,9 +71,8 @@ impl Seen {
             .filter(|(_, claims)| claims.len() > 1)
             .map(|(s, claims)| format!("{s}: {claims:?}"));
         let doubled = self
-            .controlled
+            .doubled
             .iter()
-            .filter(|(_, sandboxes)| sandboxes.len() > 1)
             .map(|(c, sandboxes)| format!("{c} controls {sandboxes:?}"));
         shared.chain(doubled).collect()
     }
@@ -183,10 +184,19 @@ fn on_sandbox(seen: &mut Seen, object: &DynamicObject, deleted: bool, now: Insta
             .entry(name.clone())
             .or_default()
             .insert(claim.to_owned());
-        seen.controlled
-            .entry(claim.to_owned())
-            .or_default()
-            .insert(name.clone());
+        let controlled = seen.controlled.entry(claim.to_owned()).or_default();
+        if deleted {
+            controlled.remove(&name);
+        } else {
+            controlled.insert(name.clone());
+        }
+        if controlled.len() > 1 {
+            let now_controlled = controlled.clone();
+            seen.doubled
+                .entry(claim.to_owned())
+                .or_default()
+                .extend(now_controlled);
+        }
     }
     let member = !deleted
         && object.metadata.deletion_timestamp.is_none()
@@ -270,10 +280,23 @@ mod tests {
         assert!(seen.claim_ready.contains_key("c1"));
         on_claim(&mut seen, &claim("c2"), false, now);
         assert_eq!(seen.double_bindings().len(), 1, "{:?}", seen.bound_to);
-        // A claim that takes a second member is a violation too.
+        // A claim whose sandbox was deleted before it got another is not a double binding;
+        // one that holds two at once is.
+        on_sandbox(&mut seen, &adopted, true, now);
         let mut second = adopted.clone();
         second.metadata.name = Some("d".into());
         on_sandbox(&mut seen, &second, false, now);
+        assert!(
+            !seen
+                .double_bindings()
+                .iter()
+                .any(|v| v.starts_with("c1 controls")),
+            "{:?}",
+            seen.double_bindings()
+        );
+        let mut third = adopted.clone();
+        third.metadata.name = Some("e".into());
+        on_sandbox(&mut seen, &third, false, now);
         assert!(
             seen.double_bindings()
                 .iter()
