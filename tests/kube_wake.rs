@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kube_common::{backend, get, sandbox, wait_for};
-use rouse_controller::run::{self, ControllerConfig, Probes};
+use rouse_controller::mode::kube::{self as run, ControllerConfig, Probes};
 use rouse_proxy::{Config, Proxy, RouteState, SandboxKey, StoreDirectory};
 use rouse_shared::api::{OperatingMode, Sandbox};
 use rouse_shared::store::KubeStore;

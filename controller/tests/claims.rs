@@ -824,7 +824,7 @@ async fn restart_in_the_middle_of_binding() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_controllers_bind_claims_and_manage_the_network_policy() {
     use k8s_openapi::api::networking::v1::NetworkPolicy;
-    use rouse_controller::run::{self, ControllerConfig, Probes};
+    use rouse_controller::mode::kube::{self as run, ControllerConfig, Probes};
     use rouse_testsupport::kube::{FakeKubelet, KubeletOptions};
 
     let server = FakeApiServer::start().await.expect("fake api server");
@@ -932,7 +932,7 @@ async fn kubernetes_controllers_bind_claims_and_manage_the_network_policy() {
 /// moment-old list still shows (each lost race is a refused re-own and another list).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_claim_burst_adopts_without_a_conflict_storm() {
-    use rouse_controller::run::{self, ControllerConfig, Probes};
+    use rouse_controller::mode::kube::{self as run, ControllerConfig, Probes};
     use rouse_testsupport::kube::{FakeKubelet, KubeletOptions};
     const N: usize = 40;
 

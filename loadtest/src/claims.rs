@@ -22,8 +22,8 @@ use anyhow::{Context, bail};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use rouse_controller::extensions::{ExtensionsConfig, ExtensionsStore, run_standalone};
+use rouse_controller::mode::kube::{self as run, ControllerConfig, Probes};
 use rouse_controller::platform::local::{LocalConfig, LocalPlatform};
-use rouse_controller::run::{self, ControllerConfig, Probes};
 use rouse_controller::store::{EmbeddedStore, STORE_FILE_NAME};
 use rouse_shared::api::keys::LAUNCH_TYPE;
 use rouse_shared::api::{
@@ -414,7 +414,7 @@ pub async fn standalone(bench: &ClaimsBench, claim_batch: usize) -> anyhow::Resu
     let store = EmbeddedStore::open(&dir.path().join(STORE_FILE_NAME)).context("store")?;
     let platform = LocalPlatform::new(LocalConfig::new(dir.path())).context("platform")?;
     let shutdown = CancellationToken::new();
-    let sandboxes = tokio::spawn(rouse_controller::standalone::run(
+    let sandboxes = tokio::spawn(rouse_controller::mode::local::sandboxes::run(
         store.clone(),
         platform,
         shutdown.clone(),

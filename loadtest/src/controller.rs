@@ -14,7 +14,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use metrics_exporter_prometheus::PrometheusHandle;
-use rouse_controller::run::{self, ControllerConfig, Probes};
+use rouse_controller::mode::kube::{self as run, ControllerConfig, Probes};
 use rouse_shared::api::{Sandbox, SandboxSpec};
 use rouse_shared::store::KubeStore;
 use rouse_testsupport::kube::{FakeApiServer, FakeKubelet, KubeletOptions};

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rouse_controller::run::{self, ControllerConfig, LeaseConfig, Probes};
+use rouse_controller::mode::kube::{self as run, ControllerConfig, LeaseConfig, Probes};
 use rouse_controller::snapshot::kube::{KubeSnapshotConfig, KubeSnapshotProvider};
 use rouse_shared::store::KubeStore;
 use tokio_util::sync::CancellationToken;

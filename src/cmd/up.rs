@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 use rouse_controller::api::{self, ApiConfig, ApiState};
+use rouse_controller::mode::local::{self as standalone, LocalMode};
 use rouse_controller::platform::local::{ActivityView, LocalConfig, LocalPlatform};
-use rouse_controller::standalone;
 use rouse_controller::store::{EmbeddedStore, STORE_FILE_NAME};
 use rouse_proxy::directory::{DirectDirectory, DirectStart, DirectWake};
 use rouse_proxy::{Proxy, StoreDirectory};
@@ -121,7 +121,7 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     )?;
 
     // Before the proxy serves: what the last run left says Ready with endpoints nothing
-    // listens on (controller/src/standalone/stale.rs).
+    // listens on (controller/src/mode/local/stale.rs).
     let stale = standalone::mark_not_ready(&store)
         .await
         .context("cannot mark the last run's sandboxes not ready")?;
@@ -154,31 +154,25 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     proxy.router().set_readiness_check(store_ready.clone());
 
     let shutdown = CancellationToken::new();
-    // Snapshots are taken on the same platform the sandbox driver runs.
-    let snapshots = tokio::spawn(rouse_controller::snapshot::standalone::run(
-        store.clone(),
-        platform.clone(),
+    let mut controller = Some(tokio::spawn(standalone::run(
+        LocalMode {
+            store: store.clone(),
+            platform,
+            api: (
+                api_listener,
+                ApiState::new(store.clone(), api_config).with_readiness(store_ready),
+            ),
+            sandboxes: standalone::DriverConfig::default(),
+            extensions: rouse_controller::extensions::ExtensionsConfig::default(),
+        },
         shutdown.clone(),
-    ));
-    let driver = tokio::spawn(standalone::run(store.clone(), platform, shutdown.clone()));
-    // Warm pools and claims: their members and sandboxes are run by the driver above.
-    let extensions = tokio::spawn(rouse_controller::extensions::run_standalone(
-        store.clone(),
-        rouse_controller::extensions::ExtensionsConfig::default(),
-        shutdown.clone(),
-    ));
-    let api_task = tokio::spawn(api::serve(
-        api_listener,
-        ApiState::new(store.clone(), api_config).with_readiness(store_ready),
-        shutdown.clone(),
-    ));
+    )));
 
     print_banner(data_dir, &api_url, &kubeconfig, &proxy, args.no_auth);
 
     let mut tick = tokio::time::interval(WATCH_INTERVAL);
     let mut seen = args.config.as_deref().and_then(modified);
     let mut failure = None;
-    let mut driver = Some(driver);
     loop {
         tokio::select! {
             _ = term.recv() => break,
@@ -198,13 +192,13 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
                     }
                 }
             }
-            // The reconciler ending on its own is a failure: stop everything else and say why.
-            result = async { driver.as_mut().expect("polled only while present").await }, if driver.is_some() => {
-                driver = None;
+            // Standalone mode ending on its own is a failure: stop everything else and say why.
+            result = async { controller.as_mut().expect("polled only while present").await }, if controller.is_some() => {
+                controller = None;
                 failure = Some(match result {
                     Ok(Ok(())) => anyhow::anyhow!("the sandbox reconciler stopped unexpectedly"),
-                    Ok(Err(err)) => anyhow::Error::new(err).context("the sandbox reconciler failed"),
-                    Err(err) => anyhow::Error::new(err).context("the sandbox reconciler panicked"),
+                    Ok(Err(err)) => anyhow::Error::new(err),
+                    Err(err) => anyhow::Error::new(err).context("standalone mode's task panicked"),
                 });
                 break;
             }
@@ -213,22 +207,11 @@ async fn serve(args: &Args, config: UpConfig, data_dir: &Path) -> anyhow::Result
     println!("stopping: draining the proxy and the api, stopping sandboxes");
     shutdown.cancel();
     proxy.shutdown().await;
-    match api_task.await {
-        Ok(Ok(())) => {}
-        Ok(Err(err)) => tracing::error!(error = %err, "the api stopped with an error"),
-        Err(err) => tracing::error!(error = %err, "the api task failed"),
-    }
-    if let Err(err) = snapshots.await {
-        tracing::error!(error = %err, "the snapshot driver task failed");
-    }
-    if let Err(err) = extensions.await {
-        tracing::error!(error = %err, "the pool and claim driver task failed");
-    }
-    if let Some(driver) = driver {
-        match driver.await {
+    if let Some(controller) = controller {
+        match controller.await {
             Ok(Ok(())) => {}
-            Ok(Err(err)) => tracing::error!(error = %err, "stopping sandboxes failed"),
-            Err(err) => tracing::error!(error = %err, "the reconciler task failed"),
+            Ok(Err(err)) => tracing::error!(error = %err, "standalone mode stopped with an error"),
+            Err(err) => tracing::error!(error = %err, "standalone mode's task failed"),
         }
     }
     waker.close().await;

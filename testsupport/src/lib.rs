@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod gvisor;
 pub mod image;
 pub mod kube;
+pub mod module_graph;
 pub mod node;
 pub mod provisioner;
 pub mod tmpfs;

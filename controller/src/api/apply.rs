@@ -15,9 +15,11 @@ use rouse_shared::store::{ObjectKey, Store, StoreError, StoreObject};
 use serde_json::{Map, Value, json};
 
 use super::check::{check_patch_identity, prepare, resource_version, to_object, validated};
-use super::patch::Options;
-use super::update::{Part, patch_object};
-use super::{ApiState, ApiStore, Failure, Kind, Reply, dispatch};
+use super::kinds::{Kind, dispatch};
+use super::query::Options;
+use super::state::{ApiState, ApiStore};
+use super::status::{Failure, Reply};
+use super::write::{Part, patch_object};
 
 /// A path of map keys from the object's root.
 type FieldPath = Vec<String>;

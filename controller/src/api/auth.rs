@@ -9,7 +9,8 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{Error, Failure};
+use super::state::Error;
+use super::status::Failure;
 
 /// Rejects requests without `Authorization: Bearer <token>` when a token is configured.
 pub(crate) async fn require_token(

@@ -6,7 +6,8 @@ use axum::http::{HeaderMap, header};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
-use super::{ApiConfig, Failure};
+use super::config::ApiConfig;
+use super::status::Failure;
 
 /// Content types a create or replace accepts.
 pub(crate) const JSON: &[&str] = &["application/json"];

@@ -15,7 +15,9 @@ use std::cell::Cell;
 
 use serde_json::Value;
 
-use super::{ApiConfig, Failure, Kind, Reply, Subject};
+use super::config::ApiConfig;
+use super::kinds::Kind;
+use super::status::{Failure, Reply, Subject};
 
 /// The serialized (compact JSON) size of `value`, or `None` once it passes `limit`; counting
 /// stops there, so the cost is bounded by the limit, not by the value.

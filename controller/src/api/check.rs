@@ -4,7 +4,8 @@
 use rouse_shared::store::StoreObject;
 use serde_json::{Map, Value};
 
-use super::{Failure, Kind, Reply, Subject};
+use super::kinds::Kind;
+use super::status::{Failure, Reply, Subject};
 
 /// Fills in `apiVersion`, `kind` and `metadata.namespace` from the URL and rejects a body that
 /// names another kind, namespace or (for a replace) name.

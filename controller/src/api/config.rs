@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::ApiTls;
+use super::tls::ApiTls;
 
 /// Settings of the REST API.
 #[derive(Debug, Clone)]

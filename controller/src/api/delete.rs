@@ -11,9 +11,11 @@ use rouse_shared::store::{DeleteParams, Deletion, ObjectKey, Propagation, Store,
 use serde::Deserialize;
 
 use super::body::{JSON, read_body};
-use super::routes::{QueryParams, query};
+use super::kinds::{Kind, dispatch};
+use super::query::{QueryParams, query};
+use super::state::{ApiState, ApiStore};
+use super::status::{Failure, Reply, Subject};
 use super::target::Named;
-use super::{ApiState, ApiStore, Failure, Kind, Reply, Subject, dispatch};
 
 /// The fields of `DeleteOptions` (`meta.k8s.io/v1`) a delete reads; others are ignored, as
 /// kube-apiserver ignores unknown fields of a DELETE body.
@@ -86,7 +88,7 @@ pub(super) async fn delete<S: ApiStore>(
         .cloned()
         .or(options.propagation_policy);
     let orphan = match q.get("orphanDependents") {
-        Some(_) => Some(super::routes::flag(&q, "orphanDependents")?),
+        Some(_) => Some(super::query::flag(&q, "orphanDependents")?),
         None => options.orphan_dependents,
     };
     let propagation = match (policy.as_deref(), orphan) {

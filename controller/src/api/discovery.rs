@@ -14,7 +14,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use rouse_shared::api::{EXTENSIONS_GROUP, GROUP, VERSION};
 use serde_json::{Value, json};
 
-use super::Failure;
+use super::status::Failure;
 
 /// The Kubernetes version whose API semantics the server follows (k8s-openapi's oldest
 /// supported one, see README "Kubernetes versions").

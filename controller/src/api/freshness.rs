@@ -19,7 +19,8 @@ use std::collections::HashMap;
 
 use rouse_shared::store::{ListParams, ObjectList, Store, StoreError, StoreObject};
 
-use super::{Failure, Kind, Reply};
+use super::kinds::Kind;
+use super::status::{Failure, Reply};
 
 /// The state a list asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,16 +2,11 @@
 //! (liveness); readiness asks the checks the embedding gives (in `rouse up`, the store's
 //! health), so a store that cannot write is reported for as long as it cannot.
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiState, ApiStore};
-
-/// A readiness check: `Ok` when ready, else why not.
-pub type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+use super::state::{ApiState, ApiStore};
 
 /// `GET /readyz`: `ok`, or `503` and why not.
 pub(super) async fn readyz<S: ApiStore>(State(state): State<ApiState<S>>) -> Response {

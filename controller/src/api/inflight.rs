@@ -13,7 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
 
-use super::Failure;
+use super::status::Failure;
 
 /// The turns of writes in progress.
 #[derive(Clone)]

@@ -148,17 +148,17 @@ impl Kind {
 macro_rules! dispatch {
     ($kind:expr, $f:ident ( $($arg:expr),* $(,)? )) => {
         match $kind {
-            $crate::api::Kind::Sandbox => $f::<::rouse_shared::api::Sandbox, _>($($arg),*).await,
-            $crate::api::Kind::SandboxTemplate => {
+            $crate::api::kinds::Kind::Sandbox => $f::<::rouse_shared::api::Sandbox, _>($($arg),*).await,
+            $crate::api::kinds::Kind::SandboxTemplate => {
                 $f::<::rouse_shared::api::SandboxTemplate, _>($($arg),*).await
             }
-            $crate::api::Kind::SandboxWarmPool => {
+            $crate::api::kinds::Kind::SandboxWarmPool => {
                 $f::<::rouse_shared::api::SandboxWarmPool, _>($($arg),*).await
             }
-            $crate::api::Kind::SandboxClaim => {
+            $crate::api::kinds::Kind::SandboxClaim => {
                 $f::<::rouse_shared::api::SandboxClaim, _>($($arg),*).await
             }
-            $crate::api::Kind::SandboxSnapshot => {
+            $crate::api::kinds::Kind::SandboxSnapshot => {
                 $f::<::rouse_shared::api::SandboxSnapshot, _>($($arg),*).await
             }
         }

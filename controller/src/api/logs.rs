@@ -17,10 +17,12 @@ use rouse_shared::api::Sandbox;
 use rouse_shared::store::Store;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::routes::{QueryParams, flag, number, query};
+use super::kinds::Kind;
+use super::query::{QueryParams, flag, number, query};
+use super::state::{ApiState, ApiStore};
+use super::status::{Failure, Reply};
 use super::target::Named;
 use super::watch::{StreamGuard, deadline};
-use super::{ApiState, ApiStore, Failure, Kind, Reply};
 
 /// Largest chunk read from the log file at once.
 const CHUNK: usize = 64 * 1024;
@@ -51,7 +53,7 @@ pub(super) async fn log<S: ApiStore>(
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
     };
     if !safe(&key.namespace) || !safe(&key.name) {
-        return Err(Failure::not_found(super::Subject {
+        return Err(Failure::not_found(super::status::Subject {
             kind,
             name: &key.name,
         }));

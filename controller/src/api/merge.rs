@@ -1,27 +1,13 @@
-//! JSON merge patches (RFC 7386): applying one, and computing the one that turns an object into
-//! another (how a replace becomes a store patch).
+//! JSON merge patches (RFC 7386): applying one (`json_patch::merge`), and computing the one
+//! that turns an object into another (how a replace becomes a store patch).
 
 use serde_json::{Map, Value};
 
 /// Applies `patch` to `target` as a JSON merge patch: objects merge, `null` removes a key,
-/// anything else replaces.
+/// anything else replaces. The size and depth of what it builds are bounded by the callers
+/// (`bounds::check_object_size` on the result, the body limit on the patch).
 pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    if let Value::Object(target) = target {
-        for (key, value) in patch {
-            if value.is_null() {
-                target.remove(key);
-            } else {
-                merge_patch(target.entry(key.clone()).or_insert(Value::Null), value);
-            }
-        }
-    }
+    json_patch::merge(target, patch);
 }
 
 /// The merge patch that turns `from` into `to` (both objects): changed keys with their new

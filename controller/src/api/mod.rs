@@ -1,4 +1,4 @@
-//! The REST API: the sandbox kinds over HTTP with Kubernetes semantics, on any [`Store`].
+//! The REST API: the sandbox kinds over HTTP with Kubernetes semantics, on any [`Store`](rouse_shared::store::Store).
 //!
 //! Routes (all but `/healthz` and `/readyz` need `Authorization: Bearer <token>` when a token is set):
 //! `/v1/namespaces/{ns}/{plural}` (list, watch, create), `/v1/{plural}` (all namespaces),
@@ -26,9 +26,11 @@ mod openapi;
 mod openapi_v3;
 mod page;
 mod patch;
+mod query;
 mod routes;
 mod scale;
 mod selector;
+mod state;
 mod status;
 mod table;
 mod target;
@@ -37,8 +39,8 @@ mod tests;
 mod tls;
 mod update;
 mod watch;
+mod write;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,8 +52,6 @@ use axum::routing::{get, post};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use rouse_shared::api::{Sandbox, SandboxClaim, SandboxSnapshot, SandboxTemplate, SandboxWarmPool};
-use rouse_shared::store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -60,124 +60,13 @@ use tracing::Instrument;
 
 pub use auth::load_or_create_token;
 pub use config::ApiConfig;
-pub use health::ReadinessCheck;
 pub use kinds::Kind;
-pub(crate) use kinds::dispatch;
 pub use kubeconfig::{KUBECONFIG_CONTEXT, kubeconfig, write_kubeconfig};
 pub use merge::merge_patch;
 pub use selector::{FieldSelector, parse_field_selector, parse_label_selector};
+pub use state::{ApiState, ApiStore, Error, ReadinessCheck, Result};
 pub use status::{Failure, Reply, Subject};
 pub use tls::{ApiTls, TlsError, load_or_create_tls};
-
-/// A store holding every kind the API serves.
-pub trait ApiStore:
-    Store<Sandbox>
-    + Store<SandboxTemplate>
-    + Store<SandboxWarmPool>
-    + Store<SandboxClaim>
-    + Store<SandboxSnapshot>
-    + Clone
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<S> ApiStore for S where
-    S: Store<Sandbox>
-        + Store<SandboxTemplate>
-        + Store<SandboxWarmPool>
-        + Store<SandboxClaim>
-        + Store<SandboxSnapshot>
-        + Clone
-        + Send
-        + Sync
-        + 'static
-{
-}
-
-/// Why serving the API or handling its token failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Accepting or serving connections failed.
-    #[error("serving the REST API failed")]
-    Serve(#[source] std::io::Error),
-    /// The token file exists but cannot be read.
-    #[error("cannot read the API token file {}", path.display())]
-    ReadToken {
-        /// The token file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The token file cannot be created or written.
-    #[error("cannot write the API token file {}", path.display())]
-    WriteToken {
-        /// The token file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The token file is empty.
-    #[error("the API token file {} is empty; delete it to make a new token", path.display())]
-    EmptyToken {
-        /// The token file.
-        path: PathBuf,
-    },
-}
-
-impl Error {
-    /// A fixed label for metrics.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::Serve(_) => "serve",
-            Error::ReadToken { .. } => "read_token",
-            Error::WriteToken { .. } => "write_token",
-            Error::EmptyToken { .. } => "empty_token",
-        }
-    }
-}
-
-/// Result of the API's setup calls.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// What every handler shares: the store, the config and the stream budget.
-#[derive(Clone)]
-pub struct ApiState<S> {
-    store: S,
-    config: Arc<ApiConfig>,
-    streams: Arc<Semaphore>,
-    shutdown: CancellationToken,
-    readiness: Option<ReadinessCheck>,
-}
-
-impl<S: ApiStore> ApiState<S> {
-    /// State serving `store` with `config`.
-    pub fn new(store: S, config: ApiConfig) -> Self {
-        Self {
-            store,
-            streams: Arc::new(Semaphore::new(config.max_streams)),
-            config: Arc::new(config),
-            shutdown: CancellationToken::new(),
-            readiness: None,
-        }
-    }
-
-    /// `/readyz` answers `503` with the reason while `check` fails (e.g. the store's health);
-    /// without a check it answers `200` whenever the API serves.
-    #[must_use]
-    pub fn with_readiness(mut self, check: ReadinessCheck) -> Self {
-        self.readiness = Some(check);
-        self
-    }
-
-    /// The config in force.
-    pub fn config(&self) -> &ApiConfig {
-        &self.config
-    }
-}
 
 /// The API as an axum router; streams end when `shutdown` is cancelled.
 pub fn router<S: ApiStore>(mut state: ApiState<S>, shutdown: CancellationToken) -> Router {

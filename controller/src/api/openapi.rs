@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use axum::Json;
 use serde_json::{Map, Value, json};
 
-use super::Kind;
+use super::kinds::Kind;
 
 /// `GET /openapi.json`.
 pub(super) async fn serve() -> Json<Value> {

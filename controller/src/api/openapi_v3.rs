@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use rouse_shared::api::{EXTENSIONS_GROUP, GROUP, VERSION};
 use serde_json::{Map, Value, json};
 
-use super::Failure;
 use super::discovery::crds;
+use super::status::Failure;
 
 /// `GET /openapi/v3`: where each group version's document is.
 pub(super) async fn index() -> Json<Value> {

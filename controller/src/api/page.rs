@@ -8,7 +8,7 @@ use base64::Engine;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use super::{Failure, Reply};
+use super::status::{Failure, Reply};
 
 /// What a list request asks of paging.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -22,7 +22,7 @@ impl Paging {
     /// `limit` and `continue` from the query, or 400 (410 for a token that cannot be read,
     /// as Kubernetes answers an expired one).
     pub(super) fn from_query(q: &HashMap<String, String>) -> Reply<Self> {
-        let limit = super::routes::number(q, "limit")?
+        let limit = super::query::number(q, "limit")?
             .filter(|l| *l > 0)
             .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
         let mut paging = Paging {

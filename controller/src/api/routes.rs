@@ -1,13 +1,9 @@
-//! The read and create routes: list, get and create, plus the query-parameter
-//! helpers every route uses. Each handler resolves the URL's plural to a [`Kind`] and runs a
+//! The read and create routes: list, get and create. Each handler resolves the URL's plural to a [`Kind`] and runs a
 //! generic function for that kind's type.
-
-use std::collections::HashMap;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use kube::ResourceExt;
@@ -16,44 +12,13 @@ use serde_json::{Value, json};
 
 use super::body::{JSON, read_json};
 use super::check::{object_name, prepare, validated};
+use super::kinds::{Kind, dispatch};
+use super::query::{Options, QueryParams, flag, number, query};
 use super::selector::{FieldSelector, parse_field_selector, parse_label_selector};
+use super::state::{ApiState, ApiStore};
+use super::status::{Failure, Reply, Subject};
 use super::target::{Collection, Named};
-use super::{ApiState, ApiStore, Failure, Kind, Reply, Subject, dispatch, watch};
-
-/// Query parameters, or axum's rejection of a malformed query string.
-pub(super) type QueryParams = Result<Query<HashMap<String, String>>, QueryRejection>;
-
-/// The query parameters, or 400.
-pub(super) fn query(query: QueryParams) -> Reply<HashMap<String, String>> {
-    query
-        .map(|Query(q)| q)
-        .map_err(|e| Failure::bad_request(format!("invalid query string: {e}")))
-}
-
-/// A boolean query parameter (`true`/`1`/`false`/`0`), or 400.
-pub(super) fn flag(query: &HashMap<String, String>, name: &str) -> Reply<bool> {
-    match query.get(name).map(String::as_str) {
-        None | Some("false" | "0" | "") => Ok(false),
-        Some("true" | "1") => Ok(true),
-        Some(other) => Err(Failure::bad_request(format!(
-            "query parameter {name} must be true or false, got {other:?}"
-        ))),
-    }
-}
-
-/// A whole-number query parameter, or 400.
-pub(super) fn number(query: &HashMap<String, String>, name: &str) -> Reply<Option<u64>> {
-    query
-        .get(name)
-        .map(|v| {
-            v.parse::<u64>().map_err(|_| {
-                Failure::bad_request(format!(
-                    "query parameter {name} must be a non-negative integer, got {v:?}"
-                ))
-            })
-        })
-        .transpose()
-}
+use super::watch;
 
 /// `GET /v1/{plural}` and `GET /v1/namespaces/{ns}/{plural}`: list or watch, in every
 /// namespace or one.
@@ -174,7 +139,7 @@ pub(super) async fn create<S: ApiStore>(
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
-    let options = super::patch::Options::from_query(&query(q)?)?;
+    let options = Options::from_query(&query(q)?)?;
     let Some(ns) = namespace else {
         return Err(Failure::method_not_allowed("POST"));
     };

@@ -11,11 +11,13 @@ use rouse_shared::store::{ObjectKey, Store};
 use serde_json::{Value, json};
 
 use super::body::{ANY_PATCH, JSON, read_body};
+use super::kinds::Kind;
 use super::merge::merge_patch;
-use super::routes::{QueryParams, query};
+use super::query::{Options, QueryParams, query};
+use super::state::{ApiState, ApiStore};
+use super::status::{Failure, Reply};
 use super::target::Named;
-use super::update::{Part, patch_object};
-use super::{ApiState, ApiStore, Failure, Kind, Reply};
+use super::write::{Part, patch_object};
 
 /// `GET .../sandboxwarmpools/{name}/scale`.
 pub(super) async fn get<S: ApiStore>(
@@ -37,7 +39,7 @@ pub(super) async fn update<S: ApiStore>(
     body: Body,
 ) -> Reply<Response> {
     only_pools(kind, &key)?;
-    let options = super::patch::Options::from_query(&query(q)?)?;
+    let options = Options::from_query(&query(q)?)?;
     let accepted = if method == axum::http::Method::PUT {
         JSON
     } else {

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use rouse_shared::store::StoreError;
 use serde_json::{Value, json};
 
-use super::Kind;
+use super::kinds::Kind;
 
 /// A failed request, rendered as a `Status` object.
 #[derive(Debug, Clone, PartialEq)]

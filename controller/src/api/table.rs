@@ -8,8 +8,8 @@ use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::Kind;
 use super::discovery::crds;
+use super::kinds::Kind;
 
 /// What the client asked the answer to be.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

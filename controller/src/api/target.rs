@@ -8,7 +8,8 @@ use axum::http::request::Parts;
 use rouse_shared::api::VERSION;
 use rouse_shared::store::ObjectKey;
 
-use super::{Failure, Kind};
+use super::kinds::Kind;
+use super::status::Failure;
 
 /// A collection: a kind in one namespace, or in all.
 #[derive(Debug, Clone)]

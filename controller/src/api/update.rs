@@ -13,15 +13,14 @@ use serde_json::{Map, Value, json};
 use super::body::{ANY_PATCH, JSON, parse_object, read_body, read_json};
 use super::bounds::check_object_size;
 use super::check::{check_patch_identity, prepare, resource_version, to_object, validated};
-use super::merge::{diff, merge_patch};
+use super::kinds::{Kind, dispatch};
+use super::merge::diff;
 use super::patch::json_patch_object;
-use super::routes::{QueryParams, query};
+use super::query::{Options, QueryParams, query};
+use super::state::{ApiState, ApiStore};
+use super::status::{Failure, Reply, Subject};
 use super::target::Named;
-use super::{ApiState, ApiStore, Failure, Kind, Reply, Subject, dispatch};
-
-/// How often a patch is retried when the object changed between read and write; a client's
-/// own resourceVersion precondition is never retried.
-pub(super) const PATCH_ATTEMPTS: usize = 5;
+use super::write::{PATCH_ATTEMPTS, Part, kept_changing, patch_object, settle};
 
 /// `PUT .../{name}`: replace metadata (labels, annotations, finalizers, owner references) and
 /// spec; `metadata.resourceVersion` in the body is a precondition.
@@ -32,7 +31,7 @@ pub(super) async fn replace<S: ApiStore>(
     headers: HeaderMap,
     body: Body,
 ) -> Reply<Response> {
-    let options = super::patch::Options::from_query(&query(q)?)?;
+    let options = Options::from_query(&query(q)?)?;
     let mut value = read_json(&headers, body, &state.config, JSON).await?;
     prepare(kind, &mut value, &key.namespace, Some(&key.name))?;
     dispatch!(
@@ -151,7 +150,7 @@ pub(super) async fn replace_status<S: ApiStore>(
     body: Body,
 ) -> Reply<Response> {
     let q = query(q)?;
-    let options = super::patch::Options::from_query(&q)?;
+    let options = Options::from_query(&q)?;
     let value = read_json(&headers, body, &state.config, JSON).await?;
     check_patch_identity(kind, &value, &key.namespace, &key.name)?;
     dispatch!(
@@ -205,7 +204,7 @@ async fn patch_route<S: ApiStore>(
 ) -> Reply<Response> {
     let q = query(q)?;
     let (media, bytes) = read_body(&headers, body, &state.config, ANY_PATCH).await?;
-    let options = super::patch::Options::from_query(&q)?;
+    let options = Options::from_query(&q)?;
     match media.as_str() {
         "application/json-patch+json" => {
             let ops = super::patch::parse_json_patch(&bytes)?;
@@ -293,115 +292,4 @@ async fn refuse_expired<S: ApiStore>(
         )),
         _ => Ok(()),
     }
-}
-
-/// Which part of an object a patch writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Part {
-    /// Metadata and spec (the main resource).
-    Spec,
-    /// The status subresource.
-    Status,
-}
-
-/// Applies the patch to the current object, validates the result, then stores the patch
-/// conditional on the version that was validated (retrying when the object moved meanwhile).
-pub(super) async fn patch_object<K: StoreObject, S: Store<K>>(
-    state: &ApiState<S>,
-    kind: Kind,
-    key: &ObjectKey,
-    patch: Value,
-    part: Part,
-    dry_run: bool,
-) -> Reply<Response> {
-    let fail = |e: StoreError| Failure::from_store(kind, &e);
-    // What is stored is the patch: times past the representable end are clamped in it.
-    let mut patch = patch;
-    rouse_shared::validate::clamp_far_times(kind.kind(), &mut patch);
-    let Some(store_patch) = Patch::merge(patch.clone()) else {
-        return Err(Failure::bad_request("a merge patch must be a JSON object"));
-    };
-    let client_version = store_patch.resource_version().map(str::to_owned);
-    for attempt in 1..=PATCH_ATTEMPTS {
-        let current: K = state.store.get(key).await.map_err(fail)?;
-        let current = Value::Object(to_object(&current)?);
-        let mut patched = current.clone();
-        merge_patch(&mut patched, &patch);
-        check_object_size(kind, &key.name, &patched, &state.config)?;
-        if patched.pointer("/metadata/uid") != current.pointer("/metadata/uid") {
-            let was = current
-                .pointer("/metadata/uid")
-                .cloned()
-                .unwrap_or(Value::Null);
-            return Err(Failure::invalid(
-                Subject {
-                    kind,
-                    name: &key.name,
-                },
-                &[(
-                    "metadata.uid".to_owned(),
-                    format!("field is immutable (is {was})"),
-                )],
-            ));
-        }
-        // Each route writes only its part; keep the other as stored, as the store will.
-        let kept = match part {
-            Part::Spec => "status",
-            Part::Status => "spec",
-        };
-        if let (Some(obj), Some(old)) = (patched.as_object_mut(), current.get(kept)) {
-            obj.insert(kept.to_owned(), old.clone());
-        }
-        let checked = validated::<K>(kind, patched)?;
-        if dry_run {
-            // dryRun=All: the answer of a write that is never stored.
-            return Ok(Json(checked).into_response());
-        }
-        let version = client_version.clone().unwrap_or_else(|| {
-            current
-                .as_object()
-                .map(resource_version)
-                .unwrap_or_default()
-        });
-        let conditional = store_patch.clone().with_resource_version(&version);
-        let result = match part {
-            Part::Spec => state.store.patch(key, &conditional).await,
-            Part::Status => state.store.patch_status(key, &conditional).await,
-        };
-        if let Some(reply) = settle(kind, key, client_version.is_some(), attempt, result) {
-            return reply;
-        }
-    }
-    Err(kept_changing(kind, key))
-}
-
-/// The reply to one conditional write, or `None` to read and try again: a conflict means the
-/// object moved between the read and the write — unless the client pinned the version
-/// (`pinned`), when the conflict is the client's answer.
-fn settle<K: serde::Serialize>(
-    kind: Kind,
-    key: &ObjectKey,
-    pinned: bool,
-    attempt: usize,
-    result: Result<K, StoreError>,
-) -> Option<Reply<Response>> {
-    match result {
-        Ok(stored) => Some(Ok(Json(stored).into_response())),
-        Err(StoreError::Conflict { .. }) if !pinned && attempt < PATCH_ATTEMPTS => {
-            tracing::debug!(object.key = %key, write.attempt = attempt, "object changed during the write; retrying");
-            None
-        }
-        Err(e) => Some(Err(Failure::from_store(kind, &e))),
-    }
-}
-
-/// The 409 after every attempt met a moving object.
-pub(super) fn kept_changing(kind: Kind, key: &ObjectKey) -> Failure {
-    Failure::conflict(
-        Subject {
-            kind,
-            name: &key.name,
-        },
-        "the object kept changing; try again",
-    )
 }

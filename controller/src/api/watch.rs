@@ -21,8 +21,10 @@ use kube::ResourceExt;
 use rouse_shared::store::{ListParams, Store, StoreError, StoreObject, WatchEvent};
 use serde_json::{Value, json};
 
+use super::kinds::{Kind, dispatch};
 use super::selector::FieldSelector;
-use super::{ApiState, ApiStore, Failure, Kind, Reply, dispatch};
+use super::state::{ApiState, ApiStore};
+use super::status::{Failure, Reply};
 
 /// What a watch asks for.
 pub(super) struct WatchRequest {

@@ -207,7 +207,7 @@ where
         .into_iter()
         .collect::<Result<Vec<_>, StoreError>>()?;
         let members = match (&pool, claims.first()) {
-            (Some(_), Some(first)) => pool_members(store, reservations, first).await?,
+            (Some(_), Some(first)) => pool_members(store, reservations, first).await?.members,
             _ => Vec::new(),
         };
         Ok((pool, template, bound, members))

@@ -5,7 +5,7 @@
 //! of claims slow on a real API server: each list costs the server a consistent read of every
 //! member, and the lists of concurrent claims went stale while they were in flight. The cache
 //! costs nothing to read; its lag is covered twice: a member version this process has seen
-//! taken is skipped ([`Reservations::free`]), and when the cache offers no Ready member the
+//! taken is skipped (`Reservations::free`), and when the cache offers no Ready member the
 //! claim lists from the API server before it starts cold, so a lagging watch never turns a
 //! warm claim cold.
 
@@ -17,10 +17,6 @@ use kube::runtime::watcher;
 use rouse_shared::api::Sandbox;
 use rouse_shared::api::keys::WARM_POOL_SANDBOX;
 use rouse_shared::names::sandbox_name_hash;
-use rouse_shared::store::{ListParams, Store, StoreError};
-
-use super::reservations::Reservations;
-use crate::pool::{is_ready, member_selector};
 
 /// How long a claim waits for the member cache's first list before listing itself.
 const FIRST_SYNC_WAIT: Duration = Duration::from_secs(2);
@@ -52,7 +48,7 @@ impl MemberCache {
     }
 
     /// The members of `pool` in `namespace`, or `None` while the cache has not synced.
-    async fn members(&self, namespace: &str, pool: &str) -> Option<Vec<Sandbox>> {
+    pub(super) async fn members(&self, namespace: &str, pool: &str) -> Option<Vec<Sandbox>> {
         tokio::time::timeout(FIRST_SYNC_WAIT, self.reader.wait_until_ready())
             .await
             .ok()?
@@ -68,28 +64,4 @@ impl MemberCache {
                 .collect(),
         )
     }
-}
-
-/// The members of `pool` in `namespace` that no other reconcile of this process is adopting
-/// and that are not known to be taken: from the cache when it offers a Ready one, else listed.
-pub(super) async fn free_members<S: Store<Sandbox>>(
-    store: &S,
-    reservations: &Reservations,
-    namespace: &str,
-    pool: &str,
-) -> Result<Vec<Sandbox>, StoreError> {
-    if let Some(cache) = reservations.cache()
-        && let Some(members) = cache.members(namespace, pool).await
-    {
-        let free = reservations.free(members);
-        if free.iter().any(is_ready) {
-            metrics::counter!("rouse_controller_claim_member_reads_total", "source" => "cache")
-                .increment(1);
-            return Ok(free);
-        }
-    }
-    metrics::counter!("rouse_controller_claim_member_reads_total", "source" => "list").increment(1);
-    let mut params = ListParams::namespace(namespace);
-    params.selector = member_selector(pool);
-    Ok(reservations.free(store.list(&params).await?.items))
 }

@@ -18,7 +18,7 @@ pub use plan::{
     Binding, ClaimObserved, ClaimPlan, ClaimStep, MISSING_REQUEUE, bound_name, cold_sandbox, plan,
 };
 pub use reconcile::{ClaimError, ClaimOutcome, reconcile_claim};
-pub use reservations::{Reservation, Reservations, SUPERSEDED_LIMIT};
+pub use reservations::{FreeMembers, Reservation, Reservations, SUPERSEDED_LIMIT};
 pub use status::reason;
 pub use writes::{Adoption, AdoptionStep, AdoptionWrites};
 

@@ -192,7 +192,11 @@ pub fn plan(claim: &SandboxClaim, observed: &ClaimObserved<'_>, now: Timestamp) 
 
     let wants_cold = !claim.spec.env.is_empty() || !claim.spec.volume_claim_templates.is_empty();
     if !wants_cold {
-        let candidates = adoptable(pool, observed.members);
+        let candidates = adoptable(
+            pool,
+            observed.members,
+            claim.annotations().get(SANDBOX_NAME),
+        );
         if !candidates.is_empty() {
             out.step = ClaimStep::Adopt(candidates);
             out.status = status::failed(
@@ -245,8 +249,9 @@ fn expired(
 }
 
 /// The pool members a claim may adopt, in the order to try them: Ready ones only (a member
-/// still starting is no faster than a cold start), oldest first.
-fn adoptable(pool: &SandboxWarmPool, members: &[Sandbox]) -> Vec<String> {
+/// still starting is no faster than a cold start), the one the claim names first (a reconcile
+/// cut short between naming and taking it resumes with it), then oldest first.
+fn adoptable(pool: &SandboxWarmPool, members: &[Sandbox], named: Option<&String>) -> Vec<String> {
     let uid = pool.uid().unwrap_or_default();
     let mut ready: Vec<&Sandbox> = members
         .iter()
@@ -256,6 +261,7 @@ fn adoptable(pool: &SandboxWarmPool, members: &[Sandbox]) -> Vec<String> {
         .collect();
     ready.sort_by_key(|s| {
         (
+            s.meta().name.as_ref() != named,
             s.meta().creation_timestamp.as_ref().map(|t| t.0),
             s.name_any(),
         )

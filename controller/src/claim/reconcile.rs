@@ -19,9 +19,8 @@ use serde_json::json;
 use tracing::debug;
 
 use super::adopt::{Adopted, adopt};
-use super::members::free_members;
 use super::plan::{Binding, ClaimObserved, ClaimStep, bound_name, plan};
-use super::reservations::Reservations;
+use super::reservations::{FreeMembers, Reservations, free_members};
 use super::status::{self, reason};
 use crate::pool::controlled_by;
 use crate::status::status_patch;
@@ -201,11 +200,11 @@ where
         None => Binding::Unbound,
     };
     let wants_warm = claim.spec.env.is_empty() && claim.spec.volume_claim_templates.is_empty();
-    let mut members = match (&binding, &pool) {
+    let mut free = match (&binding, &pool) {
         (Binding::Unbound, Some(_)) if wants_warm => pool_members(store, reservations, claim)
             .await
             .map_err(read)?,
-        _ => Vec::new(),
+        _ => FreeMembers::default(),
     };
 
     let mut claim = claim.clone();
@@ -214,7 +213,7 @@ where
             pool: pool.as_ref(),
             template: template.as_ref(),
             binding,
-            members: &members,
+            members: &free.members,
         };
         let plan = plan(&claim, &observed, now);
         let mut outcome = ClaimOutcome {
@@ -254,6 +253,14 @@ where
                     Err(e) => return Err(write("delete_sandbox", e)),
                 }
                 plan.status
+            }
+            // The only Ready members are being adopted by other reconciles right now: one of
+            // those may fail and free its member, so wait for them rather than start cold.
+            ClaimStep::Create(_) if free.contended => {
+                return Ok(Pass::Done(ClaimOutcome {
+                    requeue_after: Some(ADOPTION_RETRY),
+                    ..ClaimOutcome::default()
+                }));
             }
             ClaimStep::Create(sandbox) => {
                 // A cold start from an old read of a claim that is bound by now would give it
@@ -306,7 +313,7 @@ where
                     reservations,
                     &mut claim,
                     template.as_ref(),
-                    &members,
+                    &free.members,
                     &candidates,
                 )
                 .await
@@ -320,7 +327,7 @@ where
                     Ok(Adopted::StaleClaim) => return Ok(Pass::Stale),
                     Ok(Adopted::AllTaken) => {
                         // Every member tried was taken by another claim: look again.
-                        members = pool_members(store, reservations, &claim)
+                        free = pool_members(store, reservations, &claim)
                             .await
                             .map_err(read)?;
                         continue;
@@ -374,7 +381,7 @@ pub(super) async fn pool_members<S: Store<Sandbox>>(
     store: &S,
     reservations: &Reservations,
     claim: &SandboxClaim,
-) -> Result<Vec<Sandbox>, StoreError> {
+) -> Result<FreeMembers, StoreError> {
     let namespace = claim.namespace().unwrap_or_else(|| "default".into());
     free_members(
         store,

@@ -18,9 +18,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rouse_shared::api::Sandbox;
-use rouse_shared::store::ObjectKey;
+use rouse_shared::store::{ListParams, ObjectKey, Store, StoreError};
 
 use super::members::MemberCache;
+use crate::pool::{is_ready, member_selector};
 
 /// Superseded member versions remembered at most.
 pub const SUPERSEDED_LIMIT: usize = 16_384;
@@ -115,7 +116,7 @@ impl Reservations {
     }
 
     /// `members` without those reserved by another reconcile or seen at a superseded version.
-    pub fn free(&self, mut members: Vec<Sandbox>) -> Vec<Sandbox> {
+    pub fn free(&self, mut members: Vec<Sandbox>) -> FreeMembers {
         let before = members.len();
         members.retain(|m| !self.is_superseded(m));
         let stale = before - members.len();
@@ -123,9 +124,24 @@ impl Reservations {
             metrics::counter!("rouse_controller_claim_stale_members_skipped_total")
                 .increment(stale as u64);
         }
-        members.retain(|m| !self.is_reserved(&ObjectKey::of(m)));
-        members
+        let mut contended = false;
+        members.retain(|m| {
+            let reserved = self.is_reserved(&ObjectKey::of(m));
+            contended |= reserved && is_ready(m);
+            !reserved
+        });
+        FreeMembers { members, contended }
     }
+}
+
+/// The members of a pool a claim may try, from one read.
+#[derive(Debug, Default)]
+pub struct FreeMembers {
+    /// Neither reserved by another reconcile nor seen at a superseded version.
+    pub members: Vec<Sandbox>,
+    /// A Ready member was left out because another reconcile is adopting it right now; it
+    /// comes free again if that adoption fails (e.g. the other claim was read stale).
+    pub contended: bool,
 }
 
 impl Reservation {
@@ -150,6 +166,30 @@ impl Drop for Reservation {
     }
 }
 
+/// The members of `pool` in `namespace` that no other reconcile of this process is adopting
+/// and that are not known to be taken: from the cache when it offers a Ready one, else listed.
+pub(super) async fn free_members<S: Store<Sandbox>>(
+    store: &S,
+    reservations: &Reservations,
+    namespace: &str,
+    pool: &str,
+) -> Result<FreeMembers, StoreError> {
+    if let Some(cache) = reservations.cache()
+        && let Some(members) = cache.members(namespace, pool).await
+    {
+        let free = reservations.free(members);
+        if free.members.iter().any(is_ready) {
+            metrics::counter!("rouse_controller_claim_member_reads_total", "source" => "cache")
+                .increment(1);
+            return Ok(free);
+        }
+    }
+    metrics::counter!("rouse_controller_claim_member_reads_total", "source" => "list").increment(1);
+    let mut params = ListParams::namespace(namespace);
+    params.selector = member_selector(pool);
+    Ok(reservations.free(store.list(&params).await?.items))
+}
+
 #[cfg(test)]
 mod tests {
     use kube::ResourceExt;
@@ -170,9 +210,9 @@ mod tests {
         let reservation = reservations.try_reserve(ObjectKey::of(&old)).expect("free");
         reservation.supersede(old.resource_version());
         drop(reservation);
-        assert!(reservations.free(vec![old]).is_empty());
+        assert!(reservations.free(vec![old]).members.is_empty());
         let newer = member("a", "9");
-        assert_eq!(reservations.free(vec![newer]).len(), 1);
+        assert_eq!(reservations.free(vec![newer]).members.len(), 1);
     }
 
     #[test]
@@ -181,9 +221,9 @@ mod tests {
         let m = member("a", "1");
         let held = reservations.try_reserve(ObjectKey::of(&m)).expect("free");
         assert!(reservations.try_reserve(ObjectKey::of(&m)).is_none());
-        assert!(reservations.free(vec![m.clone()]).is_empty());
+        assert!(reservations.free(vec![m.clone()]).members.is_empty());
         drop(held);
-        assert_eq!(reservations.free(vec![m]).len(), 1);
+        assert_eq!(reservations.free(vec![m]).members.len(), 1);
     }
 
     #[test]

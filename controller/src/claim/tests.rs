@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use rouse_shared::api::keys::{
-    LAUNCH_TYPE, LAUNCH_TYPE_COLD, SANDBOX_TEMPLATE_HASH, SANDBOX_TEMPLATE_REF, WARM_POOL_SANDBOX,
-    condition,
+    LAUNCH_TYPE, LAUNCH_TYPE_COLD, SANDBOX_NAME, SANDBOX_TEMPLATE_HASH, SANDBOX_TEMPLATE_REF,
+    WARM_POOL_SANDBOX, condition,
 };
 use rouse_shared::api::{
     ClaimEnvVar, ClaimLifecycle, ClaimShutdownPolicy, ClaimedSandbox, InjectionPolicy,
@@ -133,6 +133,23 @@ fn claim_plan_rules() {
                 m("starting", 200, false),
             ],
             want: Want::Adopt(&["old", "young"]),
+            want_reason: reason::ADOPTION_PENDING,
+            ..base_clone(&base)
+        },
+        Case {
+            name: "the member the claim named before a restart first, then oldest first",
+            claim: {
+                let mut named = c.clone();
+                named.metadata.annotations =
+                    Some([(SANDBOX_NAME.to_owned(), "young".to_owned())].into());
+                named
+            },
+            members: vec![
+                m("young", 10, true),
+                m("old", 100, true),
+                m("older", 200, true),
+            ],
+            want: Want::Adopt(&["young", "older", "old"]),
             want_reason: reason::ADOPTION_PENDING,
             ..base_clone(&base)
         },

@@ -6,9 +6,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use rouse_shared::store::ObjectKey;
 
-use super::ExtensionsConfig;
 use super::router::Work;
-use super::standalone::ExtensionsStore;
+use super::{ExtensionsConfig, ExtensionsStore};
 use crate::claim::{Reservations, reconcile_claims};
 
 /// Reconciles a batch of claims ([`reconcile_claims`]); one result per claim, recorded in

@@ -28,7 +28,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use rouse_shared::api::keys::template_ref;
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
-use rouse_shared::store::KubeStore;
+use rouse_shared::store::{KubeStore, ObjectKey};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
@@ -36,6 +36,7 @@ use super::ExtensionsConfig;
 use super::cached::CachedStore;
 use super::router::sandbox_controller;
 use crate::claim::{MemberCache, Reservations, reconcile_claim};
+use crate::drive::{KeyedBackoff, RetryBackoff};
 use crate::pool::{Expectations, reconcile_pool};
 use crate::template::{NETWORK_POLICY_SUFFIX, network_policy};
 
@@ -80,6 +81,9 @@ pub struct Context {
     expectations: Expectations,
     reservations: Reservations,
     config: ExtensionsConfig,
+    /// Consecutive failures per object, for the retry backoff (`retry_min` doubling up to
+    /// `retry_max`, as in standalone mode); cleared on success.
+    failures: KeyedBackoff<(&'static str, ObjectKey)>,
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -109,18 +113,26 @@ impl Named for SandboxTemplate {
     const KIND: &'static str = "sandboxtemplate";
 }
 
-/// Counts a successful reconcile and turns its requeue into an [`Action`].
-fn done<K: Named>(requeue: Option<Duration>) -> Action {
+/// Counts a successful reconcile of `obj`, starts its backoff afresh, and turns its requeue
+/// into an [`Action`].
+fn done<K: Named + Resource>(obj: &K, ctx: &Context, requeue: Option<Duration>) -> Action {
+    ctx.failures.succeeded(&(K::KIND, ObjectKey::of(obj)));
     metrics::counter!("rouse_controller_extension_reconciles_total", "kind" => K::KIND, "result" => "ok")
         .increment(1);
     requeue.map_or_else(Action::await_change, Action::requeue)
 }
 
-fn error_policy<K: Named>(_: Arc<K>, error: &ExtensionError, ctx: Arc<Context>) -> Action {
-    warn!(%error, "reconcile failed");
+/// Retries a failed reconcile with the per-object backoff.
+fn error_policy<K: Named + Resource>(
+    obj: Arc<K>,
+    error: &ExtensionError,
+    ctx: Arc<Context>,
+) -> Action {
+    let (_, delay) = ctx.failures.failed(&(K::KIND, ObjectKey::of(obj.as_ref())));
+    warn!(%error, retry.after_ms = delay.as_millis() as u64, "reconcile failed");
     metrics::counter!("rouse_controller_extension_reconciles_total", "kind" => K::KIND, "result" => error.metric_label())
         .increment(1);
-    Action::requeue(ctx.config.retry_min.max(Duration::from_millis(100)))
+    Action::requeue(delay)
 }
 
 async fn reconcile_claim_object(
@@ -134,7 +146,7 @@ async fn reconcile_claim_object(
         Timestamp::now(),
     )
     .await?;
-    Ok(done::<SandboxClaim>(outcome.requeue_after))
+    Ok(done(claim.as_ref(), &ctx, outcome.requeue_after))
 }
 
 async fn reconcile_pool_object(
@@ -149,7 +161,7 @@ async fn reconcile_pool_object(
         Timestamp::now(),
     )
     .await?;
-    Ok(done::<SandboxWarmPool>(outcome.requeue_after))
+    Ok(done(pool.as_ref(), &ctx, outcome.requeue_after))
 }
 
 /// Creates, updates or (under `Unmanaged`) deletes the template's NetworkPolicy.
@@ -194,7 +206,7 @@ async fn reconcile_template_object(
         }
         (Some(_), Some(_)) => {}
     }
-    Ok(done::<SandboxTemplate>(None))
+    Ok(done(template.as_ref(), &ctx, None))
 }
 
 /// Runs the claim, pool and template controllers until `stop`.
@@ -230,6 +242,10 @@ pub async fn run(
         client: client.clone(),
         expectations: Expectations::default(),
         reservations: Reservations::reading_from(MemberCache::new(member_reader)),
+        failures: KeyedBackoff::new(RetryBackoff {
+            min: config.retry_min,
+            max: config.retry_max,
+        }),
         config,
     });
 

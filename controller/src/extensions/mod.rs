@@ -14,8 +14,13 @@ mod standalone;
 
 use std::time::Duration;
 
+use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
+use rouse_shared::store::Store;
+
+use crate::claim::AdoptionWrites;
+
 pub use router::{Router, Work, sandbox_controller};
-pub use standalone::{ExtensionsStore, run_standalone};
+pub use standalone::run_standalone;
 
 /// Settings of the pool and claim reconcilers, in both modes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,4 +54,27 @@ impl Default for ExtensionsConfig {
             claim_batch: 128,
         }
     }
+}
+
+/// The object kinds the driver needs from its store.
+pub trait ExtensionsStore:
+    Store<Sandbox>
+    + Store<SandboxClaim>
+    + Store<SandboxWarmPool>
+    + Store<SandboxTemplate>
+    + AdoptionWrites
+    + Clone
+    + 'static
+{
+}
+
+impl<S> ExtensionsStore for S where
+    S: Store<Sandbox>
+        + Store<SandboxClaim>
+        + Store<SandboxWarmPool>
+        + Store<SandboxTemplate>
+        + AdoptionWrites
+        + Clone
+        + 'static
+{
 }

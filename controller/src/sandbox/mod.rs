@@ -6,6 +6,7 @@ mod conditions;
 mod events;
 mod observed;
 mod plan;
+pub mod port;
 mod reconcile;
 mod report;
 mod sharing;

@@ -15,7 +15,7 @@ use super::action::{Action, SandboxOp};
 use super::conditions::{FALSE, Transition, Want, transitions};
 use super::events::{LifecycleEvent, create_failed, lifecycle_events};
 use super::plan::plan;
-use crate::platform::{Platform, PlatformError};
+use super::port::{Platform, PlatformError};
 pub(crate) use crate::status::status_patch;
 
 /// What a reconcile did.

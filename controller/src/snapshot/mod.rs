@@ -7,22 +7,17 @@
 //! runtime: memory, the in-memory root overlay and the volumes), or stops it and reports why
 //! in the sandbox's `Checkpointed` condition (see [`outcome`]).
 //!
-//! `SandboxSnapshot`s are taken by [`standalone`] on the local platform, and in Kubernetes
-//! mode by [`kube`] with the [`kube_csi`] or [`kube_gke`] provider (what those two share:
-//! [`kube_plan`], [`kube_owned`]).
+//! `SandboxSnapshot`s are taken by `crate::mode::local` on the local platform, and in Kubernetes
+//! mode by [`kube`] with the `kube-csi` ([`kube::csi`]) or `kube-gke` ([`kube::gke`])
+//! provider, each a folder of a pure `plan.rs` and its `reconcile.rs`.
 
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod kube;
-pub mod kube_csi;
-pub mod kube_gke;
-pub mod kube_owned;
-pub mod kube_plan;
 pub mod outcome;
 pub mod plan;
 pub mod quantity;
 pub mod record;
-pub mod standalone;
 
 use futures::future::BoxFuture;
 use rouse_shared::api::Sandbox;

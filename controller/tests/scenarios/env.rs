@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use rouse_controller::run::{self, ControllerConfig, LeaseConfig, Probes};
+use rouse_controller::mode::kube::{self as run, ControllerConfig, LeaseConfig, Probes};
 use rouse_shared::api::{
     EmbeddedObjectMetadata, PersistentVolumeClaimTemplate, Sandbox, SandboxSpec,
 };

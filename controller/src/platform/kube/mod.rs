@@ -29,7 +29,7 @@ use crate::sandbox::{
     Action, Observed, ObservedMemorySharing, ObservedService, ObservedVolume, SharingState,
     not_owned_error, pod_name, volume_specs,
 };
-use crate::snapshot::kube_gke::RESTORE_ANNOTATION;
+use crate::snapshot::kube::gke::plan::RESTORE_ANNOTATION;
 
 pub(crate) use objects::is_owned_by;
 

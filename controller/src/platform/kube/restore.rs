@@ -20,8 +20,8 @@ use serde_json::json;
 use super::KubePlatform;
 use crate::platform::{PlatformError, Result};
 use crate::sandbox::{ObservedVolume, RestoreSource, VolumeSpec, volume_specs};
-use crate::snapshot::kube_csi::{self, VolumeSnapshotState};
-use crate::snapshot::kube_gke;
+use crate::snapshot::kube::csi::plan::{self as kube_csi, VolumeSnapshotState};
+use crate::snapshot::kube::gke::plan as kube_gke;
 
 impl KubePlatform {
     /// The sandbox's `restoreFrom` snapshot from the cache, if it names one that exists.

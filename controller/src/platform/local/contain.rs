@@ -10,17 +10,15 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rouse_shared::store::ObjectKey;
+use tokio::process::{Child, Command};
 
 use super::cgroup::{CGROUP_EXEC_COMMAND, Cgroup, Cgroups};
-use super::launch::{Launch, OWNER_ENV};
+use super::launch::{Launch, OWNER_ENV, WORKLOAD_ENV, open_log, rotate_log};
 use super::pidfile;
-
-/// The environment variable naming the workload a process belongs to
-/// (`{namespace}_{name}.{n}`, also the name of its cgroup).
-pub const WORKLOAD_ENV: &str = "ROUSE_WORKLOAD";
 
 /// Numbers the workloads of this process, so two workloads of one sandbox name (a delete and a
 /// create racing) never share a cgroup or a mark.
@@ -36,6 +34,34 @@ pub struct Boundary {
 }
 
 impl Boundary {
+    /// Starts `launch` in a new process group inside this boundary (its cgroup, or its
+    /// environment marks: [`OWNER_ENV`] and the workload's own, set before it runs, so a crash
+    /// at any moment of the start leaves no process the next start cannot find), with stdout
+    /// and stderr appended to `log`.
+    pub fn spawn(&self, launch: &Launch, log: &Path) -> std::io::Result<Child> {
+        rotate_log(log);
+        let out = open_log(log)?;
+        let err = out.try_clone()?;
+        let (program, args) = self.command(launch)?;
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .env_clear()
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .envs(self.env())
+            .current_dir(&launch.cwd)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            // Its own group: a stop signals every process the workload started.
+            .process_group(0);
+        let child = command.spawn()?;
+        if let Some(pid) = child.id() {
+            self.started(pid);
+        }
+        Ok(child)
+    }
+
     /// A new workload's boundary under `cgroups` (its cgroup is made now), or by marks alone
     /// when there are none or its cgroup cannot be made (logged and counted).
     pub fn new(data: &Path, key: &ObjectKey, cgroups: Option<&Cgroups>) -> Self {

@@ -4,7 +4,7 @@
 //! The standalone wake path through the store is: the proxy writes `operatingMode: Running`,
 //! the driver reconciles and starts the workload, writes the status with the endpoint, and the
 //! proxy dials. A direct wake lets the proxy ask the platform instead; the store write follows
-//! behind (see `crate::standalone::direct`). Three rules keep the two paths from fighting:
+//! behind (see `crate::mode::local::direct`). Three rules keep the two paths from fighting:
 //!
 //! - **One start.** A direct wake claims the sandbox ([`LocalPlatform::claim_direct_wake`])
 //!   only when it has no workload and the reconciler is not starting one; the reconciler's

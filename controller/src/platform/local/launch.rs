@@ -4,20 +4,23 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
-use super::contain::Boundary;
 use super::error::Error;
 use super::layout::ensure_parent;
 
 /// The environment variable that marks every workload process with the data directory of the
 /// `rouse up` that started it (inherited by everything the workload starts).
 pub const OWNER_ENV: &str = "ROUSE_OWNER";
+
+/// The environment variable naming the workload a process belongs to
+/// (`{namespace}_{name}.{n}`, also the name of its cgroup).
+pub const WORKLOAD_ENV: &str = "ROUSE_WORKLOAD";
 
 /// How long a stop waits for the group leader after SIGKILL before giving up on it.
 pub(crate) const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -33,36 +36,6 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// Its working directory.
     pub cwd: PathBuf,
-}
-
-impl Launch {
-    /// Starts the program in a new process group inside `boundary` (its cgroup, or its
-    /// environment marks: [`OWNER_ENV`] and the workload's own, set before it runs, so a crash
-    /// at any moment of the start leaves no process the next start cannot find), with stdout
-    /// and stderr appended to `log`.
-    pub fn spawn(&self, log: &Path, boundary: &Boundary) -> std::io::Result<Child> {
-        rotate_log(log);
-        let out = open_log(log)?;
-        let err = out.try_clone()?;
-        let (program, args) = boundary.command(self)?;
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .envs(boundary.env())
-            .current_dir(&self.cwd)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            // Its own group: a stop signals every process the workload started.
-            .process_group(0);
-        let child = command.spawn()?;
-        if let Some(pid) = child.id() {
-            boundary.started(pid);
-        }
-        Ok(child)
-    }
 }
 
 /// A log file larger than this at a (re)start is moved to `<name>.log.1` (replacing an older

@@ -22,6 +22,7 @@ mod platform;
 mod ports;
 mod probe;
 mod process;
+mod readiness;
 mod sharing;
 mod snapshots;
 mod spec;
@@ -31,7 +32,6 @@ mod sweep;
 pub use activity::ActivityView;
 pub use backoff::BackOff;
 pub use cgroup::CGROUP_EXEC_COMMAND;
-pub use contain::WORKLOAD_ENV;
 pub use direct::{DirectStart, NotDirect, accepting};
 pub use error::{Error, Result};
 pub use gvisor::{
@@ -43,11 +43,12 @@ pub use ksm::{
     MERGE_EXEC_COMMAND,
 };
 pub use launch::MAX_LOG_BYTES;
+pub use launch::WORKLOAD_ENV;
 pub use layout::{Layout, env_suffix};
 pub use pidfile::write as write_pid_file;
 pub use platform::{CHANGES_CAPACITY, LOOPBACK, LocalConfig, LocalPlatform, NODE_NAME};
 pub use ports::PortMap;
-pub use probe::{ProbeAction, Readiness};
+pub use readiness::{ProbeAction, Readiness};
 pub use snapshots::TakeError;
 pub use spec::{LaunchSpec, PortSpec, RestartPolicy, RuntimeKind, VolumeSpec, expand};
 pub use supervisor::{LiveSnapshots, Notify, Workload, WorkloadPhase, WorkloadStatus};

@@ -14,8 +14,7 @@ use std::path::Path;
 
 use nix::sys::signal::Signal;
 
-use super::contain::WORKLOAD_ENV;
-use super::launch::{OWNER_ENV, signal_group};
+use super::launch::{OWNER_ENV, WORKLOAD_ENV, signal_group};
 use super::layout::ensure_parent;
 
 /// Records a running workload's process group (its leader's pid).

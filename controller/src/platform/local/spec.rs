@@ -14,7 +14,7 @@ use rouse_shared::names::validate_dns1123_label;
 use crate::sandbox::workload_spec;
 
 use super::error::{Error, Result};
-use super::probe::{ProbeAction, Readiness};
+use super::readiness::{ProbeAction, Readiness};
 
 /// The `runtimeClassName` that selects the gvisor runtime.
 pub const GVISOR_RUNTIME_CLASS: &str = "gvisor";
@@ -143,7 +143,7 @@ impl LaunchSpec {
             // Said here, as the sandbox's condition, rather than as runsc's error at start.
             for volume in &volumes {
                 if let Some(path) = &volume.mount_path
-                    && let Some(dir) = super::gvisor::under_system_dir(path)
+                    && let Some(dir) = super::gvisor::rootfs::under_system_dir(path)
                 {
                     return Err(Error::Unsupported(format!(
                         "volume {:?}: mountPath {path} is inside /{dir}, which a gvisor sandbox \

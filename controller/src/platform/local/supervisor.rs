@@ -409,7 +409,7 @@ impl Supervisor {
         let launch = launch.as_ref().unwrap_or(&self.launch);
         metrics::counter!("rouse_controller_workload_starts_total", "runtime" => self.spec.runtime.as_str())
             .increment(1);
-        let mut child = match launch.spawn(&self.log, &self.boundary) {
+        let mut child = match self.boundary.spawn(launch, &self.log) {
             Ok(child) => child,
             Err(error) => {
                 let message = format!("starting {}: {error}", launch.program.display());

@@ -16,7 +16,7 @@ use kube::{Api, ResourceExt};
 use rouse_shared::api::SandboxSnapshot;
 use rouse_shared::store::ObjectKey;
 
-use super::{Context, SnapshotError};
+use super::context::{Context, SnapshotError};
 
 /// The object of `resource` named `name` in the snapshot's namespace, if it exists.
 pub(super) async fn read_owned(

@@ -8,6 +8,7 @@
 
 mod error;
 mod meta;
+mod open;
 mod ops;
 mod recover;
 mod select;
@@ -19,13 +20,11 @@ mod typed;
 mod watch;
 mod writer;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::mpsc;
 
 pub use error::{OpenError, Result};
@@ -34,11 +33,8 @@ pub use storage::StoreHealth;
 #[cfg(test)]
 pub(crate) use writer::RESERVE_BLOCK;
 
+use open::open_file;
 use storage::Storage;
-use tables::{
-    FORMAT, FORMAT_VERSION, META, OBJECTS, OWNERS, RESOURCE_VERSION, reserved_version,
-    resource_version,
-};
 use watch::{Hub, HubLimits};
 
 /// Limits of an [`EmbeddedStore`]; the defaults suit one machine.
@@ -186,87 +182,6 @@ impl EmbeddedStore {
     pub fn health(&self) -> StoreHealth {
         self.inner.storage.health()
     }
-}
-
-/// Opens (or creates) the file, with redb's repair after a crash or an I/O error, and
-/// initialises it; returns the database and its last resourceVersion. Opening commits a
-/// durable write, so a file that opens can be written.
-fn open_file(path: &Path) -> Result<(Database, u64)> {
-    let db = Database::create(path).map_err(|source| match source {
-        redb::DatabaseError::DatabaseAlreadyOpen => OpenError::Locked {
-            path: path.to_owned(),
-        },
-        source => OpenError::Open {
-            path: path.to_owned(),
-            source,
-        },
-    })?;
-    let current = init(&db, path)?;
-    Ok((db, current))
-}
-
-/// Creates the tables of a new file, checks the format of an old one, sets the object
-/// gauges, and returns the last resourceVersion.
-fn init(db: &Database, path: &Path) -> Result<u64> {
-    let init_err = |e: redb::Error| OpenError::Init {
-        path: path.to_owned(),
-        source: e,
-    };
-    let tx = db.begin_write().map_err(|e| init_err(e.into()))?;
-    {
-        tx.open_table(OBJECTS).map_err(|e| init_err(e.into()))?;
-        tx.open_table(OWNERS).map_err(|e| init_err(e.into()))?;
-        let mut meta = tx.open_table(META).map_err(|e| init_err(e.into()))?;
-        let found = meta
-            .get(FORMAT)
-            .map_err(|e| init_err(e.into()))?
-            .map(|v| v.value());
-        match found {
-            None => {
-                meta.insert(FORMAT, FORMAT_VERSION)
-                    .map_err(|e| init_err(e.into()))?;
-            }
-            Some(FORMAT_VERSION) => {}
-            Some(found) => {
-                return Err(OpenError::Format {
-                    path: path.to_owned(),
-                    found,
-                    supported: FORMAT_VERSION,
-                });
-            }
-        }
-        // Versions up to the reserved one may have been seen by watchers and readers in a
-        // commit that a crash then lost: continue above them, so no version means two things.
-        let damaged = |e: rouse_shared::store::StoreError| OpenError::Damaged {
-            path: path.to_owned(),
-            message: e.to_string(),
-        };
-        let current = resource_version(&meta).map_err(damaged)?;
-        let reserved = reserved_version(&meta).map_err(damaged)?;
-        if reserved > current {
-            meta.insert(RESOURCE_VERSION, reserved)
-                .map_err(|e| init_err(e.into()))?;
-        }
-    }
-    tx.commit().map_err(|e| init_err(e.into()))?;
-
-    let damaged = |e: rouse_shared::store::StoreError| OpenError::Damaged {
-        path: path.to_owned(),
-        message: e.to_string(),
-    };
-    let tx = db.begin_read().map_err(|e| init_err(e.into()))?;
-    let meta = tx.open_table(META).map_err(|e| init_err(e.into()))?;
-    let current = resource_version(&meta).map_err(damaged)?;
-    let objects = tx.open_table(OBJECTS).map_err(|e| init_err(e.into()))?;
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    for entry in objects.iter().map_err(|e| init_err(e.into()))? {
-        let (key, _) = entry.map_err(|e| init_err(e.into()))?;
-        *counts.entry(key.value().0.to_owned()).or_default() += 1;
-    }
-    for (kind, count) in counts {
-        metrics::gauge!("rouse_store_objects", "kind" => kind).set(count as f64);
-    }
-    Ok(current)
 }
 
 #[cfg(test)]

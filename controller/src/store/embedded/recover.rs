@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use rouse_shared::store::StoreError;
 use tokio::sync::mpsc;
 
+use super::open::open_file;
 use super::storage::Storage;
 use super::watch::Hub;
-use super::writer::Request;
 
 /// The first pause before reopening, and the longest.
 const REOPEN_FIRST: Duration = Duration::from_millis(100);
@@ -43,22 +43,21 @@ pub(crate) fn file_failed(err: &StoreError) -> bool {
 }
 
 /// Reopens the file that [`Storage::fail`] took out of service, answering queued writes at
-/// once meanwhile; returns false when the store was closed (every sender dropped), true once
-/// the file serves again.
-pub(crate) fn recover(
+/// once meanwhile (`refuse` answers one with the error); returns false when the store was
+/// closed (every sender dropped), true once the file serves again.
+pub(crate) fn recover<R>(
     storage: &Storage,
     hub: &Hub,
     path: &Path,
-    rx: &mut mpsc::Receiver<Request>,
+    rx: &mut mpsc::Receiver<R>,
+    refuse: impl Fn(R, StoreError),
 ) -> bool {
     let mut pause = REOPEN_FIRST;
     let mut next = Instant::now() + pause;
     loop {
         loop {
             match rx.try_recv() {
-                Ok(request) => {
-                    let _ = request.reply.send(Err(storage.unavailable()));
-                }
+                Ok(request) => refuse(request, storage.unavailable()),
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => return false,
             }
@@ -68,7 +67,7 @@ pub(crate) fn recover(
             std::thread::sleep((next - now).min(ANSWER_EVERY));
             continue;
         }
-        match super::open_file(path) {
+        match open_file(path) {
             Ok((db, current)) => {
                 // Watchers may have seen changes the file no longer has: all list again.
                 hub.reset(current);

@@ -95,7 +95,12 @@ pub(crate) fn spawn(
                         Err(_) => break,
                     }
                 }
-                if run_batch(&storage, &hub, batch) && !recover(&storage, &hub, &path, &mut rx) {
+                let refuse = |request: Request, error: StoreError| {
+                    let _ = request.reply.send(Err(error));
+                };
+                if run_batch(&storage, &hub, batch)
+                    && !recover(&storage, &hub, &path, &mut rx, refuse)
+                {
                     return;
                 }
             }

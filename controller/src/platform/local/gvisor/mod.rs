@@ -12,11 +12,10 @@
 mod bundle;
 mod config;
 mod probe;
-mod rootfs;
+pub(super) mod rootfs;
 
 pub use config::{GvisorConfig, GvisorPlatform};
 pub use probe::{RUNSC_HINT, RunscInfo, probe};
-pub(super) use rootfs::under_system_dir;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;

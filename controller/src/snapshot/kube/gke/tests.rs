@@ -11,7 +11,7 @@ use super::{
 };
 use crate::sandbox::fixtures::SandboxBuilder;
 use crate::snapshot::fixtures::monday;
-use crate::snapshot::kube_plan::READY_RECHECK;
+use crate::snapshot::kube::plan::READY_RECHECK;
 use crate::snapshot::plan::MISSING_RETRY;
 
 fn at() -> Timestamp {

@@ -1,5 +1,6 @@
-//! The standalone driver: runs the controller core's [`reconcile_sandbox`] for every Sandbox
-//! of a store on the [`LocalPlatform`].
+//! The sandboxes in standalone mode: the controller core's [`reconcile_sandbox`] for every
+//! Sandbox of a store on the [`LocalPlatform`], run by the one store-watch driver
+//! ([`crate::drive::driver`]).
 //!
 //! A list+watch of the store, the platform's change notifications (a workload exited or
 //! became ready) and the plan's `requeue_after` timers feed one work queue with per-key
@@ -8,36 +9,29 @@
 //! state, after the directories of sandboxes that no longer exist were removed; on shutdown,
 //! every workload is stopped with its grace period before `run` returns.
 
-mod direct;
-mod feed;
-mod restore;
-mod stale;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
+use futures::StreamExt;
 use jiff::Timestamp;
 use kube::Resource;
 use rouse_shared::api::{Sandbox, SandboxSnapshot};
 use rouse_shared::store::{ObjectKey, Store};
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
+use super::restore;
+use crate::drive::RetryBackoff;
+use crate::drive::driver::{self, DriveConfig, Job, Reconciler};
+use crate::drive::queue::{Outcome, Queue};
+use crate::drive::watch::{Change, trigger, watch};
 use crate::platform::local::LocalPlatform;
-use crate::queue::{Outcome, Queue, RetryBackoff};
 use crate::sandbox::{EventKind, LifecycleEvent, ReconcileError, reconcile_sandbox};
-pub use direct::{DirectWake, DirectWaker};
-use feed::Feed;
-pub use stale::mark_not_ready;
 
 /// When a sandbox claimed by a direct wake is looked at again if the claim's end (which
 /// notifies the driver) was missed.
 const DIRECT_RECHECK: Duration = Duration::from_secs(1);
 
-/// Bound of the feed channel between the watch task and the driver.
+/// Bound of the event channel between the watch and the driver.
 const FEED_CAPACITY: usize = 256;
 
 /// Settings of the standalone driver.
@@ -95,7 +89,7 @@ impl DriverError {
 /// use rouse_controller::platform::local::{LocalConfig, LocalPlatform};
 /// let platform = LocalPlatform::new(LocalConfig::new("/var/lib/rouse"))?;
 /// let shutdown = tokio_util::sync::CancellationToken::new();
-/// rouse_controller::standalone::run(store, platform, shutdown).await?;
+/// rouse_controller::mode::local::sandboxes::run(store, platform, shutdown).await?;
 /// # Ok(()) }
 /// ```
 pub async fn run<S>(
@@ -119,7 +113,7 @@ pub async fn run_with<S>(
 where
     S: Store<Sandbox> + Store<SandboxSnapshot> + Clone + 'static,
 {
-    let mut changes = platform.take_changes().ok_or(DriverError::ChangesTaken)?;
+    let changes = platform.take_changes().ok_or(DriverError::ChangesTaken)?;
     let removed = platform.recover().await;
     if removed > 0 {
         tracing::warn!(
@@ -127,76 +121,36 @@ where
             "removed gvisor containers left by a previous run"
         );
     }
-    let (feed_tx, mut feed_rx) = mpsc::channel(FEED_CAPACITY);
-    let feed_stop = shutdown.child_token();
-    let feed = tokio::spawn(
-        feed::run(store.clone(), feed_tx, feed_stop.clone())
-            .instrument(tracing::info_span!("sandbox_feed")),
-    );
     // The same `rouse_controller_sandboxes` gauge as in Kubernetes mode.
-    let gauge = tokio::spawn(crate::run::report_states_from(
+    let gauge = tokio::spawn(crate::mode::state::report_states_from(
         store.clone(),
-        feed_stop.clone(),
+        shutdown.child_token(),
     ));
-    let mut driver = Driver {
+    let sources = vec![
+        watch::<Sandbox, S, _>(store.clone(), Event::Watch),
+        trigger(changes).map(Event::Changed).boxed(),
+    ];
+    let kind = Sandboxes {
         store,
         platform: platform.clone(),
-        config: config.clone(),
-        queue: Queue::default(),
         known: HashSet::new(),
-        jobs: JoinSet::new(),
+        swept: false,
     };
-    let mut swept = false;
-    let mut resync = tokio::time::interval(config.resync);
-    resync.reset();
+    let drive = DriveConfig {
+        concurrency: config.concurrency,
+        resync: config.resync,
+        backoff: RetryBackoff {
+            min: config.retry_min,
+            max: config.retry_max,
+        },
+        drain: Some(config.drain),
+        events: FEED_CAPACITY,
+    };
     tracing::info!(
         concurrency = config.concurrency,
         "standalone driver started"
     );
-    loop {
-        let next_due = driver.queue.next_due();
-        tokio::select! {
-            biased;
-            () = shutdown.cancelled() => break,
-            Some(done) = driver.jobs.join_next(), if !driver.jobs.is_empty() => match done {
-                Ok((key, outcome)) => driver.finished(key, outcome),
-                Err(error) => tracing::error!(%error, "reconcile task failed"),
-            },
-            Some(feed) = feed_rx.recv() => {
-                if let Feed::Listed(keys) = &feed
-                    && !swept
-                {
-                    // Before any reconcile: directories of sandboxes deleted while no run
-                    // watched (or whose cleanup a crash cut short) must not outlive them.
-                    swept = true;
-                    let existing: HashSet<ObjectKey> = keys.iter().cloned().collect();
-                    let removed = driver.platform.sweep(&existing).await;
-                    if removed > 0 {
-                        tracing::warn!(sandboxes = removed, "removed the directories of sandboxes that no longer exist");
-                    }
-                }
-                driver.feed(feed);
-            }
-            Some(key) = changes.recv() => driver.queue.add(key),
-            () = sleep_until(next_due), if next_due.is_some() => driver.queue.promote(Instant::now()),
-            _ = resync.tick() => driver.resync(),
-        }
-        driver.dispatch();
-    }
-
-    tracing::info!(running = driver.jobs.len(), "standalone driver stopping");
-    feed_stop.cancel();
-    let drained = tokio::time::timeout(config.drain, async {
-        while driver.jobs.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!("reconciles still running at shutdown were cancelled");
-        driver.jobs.shutdown().await;
-    }
-    if let Err(error) = feed.await {
-        tracing::error!(%error, "sandbox feed task failed");
-    }
+    driver::run(kind, sources, drive, shutdown).await;
     if let Err(error) = gauge.await {
         tracing::error!(%error, "sandbox gauge task failed");
     }
@@ -205,79 +159,86 @@ where
     Ok(())
 }
 
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
+/// What wakes a sandbox's reconcile.
+enum Event {
+    /// The store's sandboxes changed.
+    Watch(Change<Sandbox>),
+    /// The platform saw the sandbox's workload exit or become ready.
+    Changed(ObjectKey),
 }
 
-struct Driver<S> {
+/// The sandboxes as the driver runs them.
+struct Sandboxes<S> {
     store: S,
     platform: LocalPlatform,
-    config: DriverConfig,
-    queue: Queue<ObjectKey>,
+    /// Every sandbox the store holds, as far as the watch told.
     known: HashSet<ObjectKey>,
-    jobs: JoinSet<(ObjectKey, Outcome)>,
+    /// The directories of vanished sandboxes were removed (on the first list).
+    swept: bool,
 }
 
-impl<S: Store<Sandbox> + Store<SandboxSnapshot> + Clone + 'static> Driver<S> {
-    fn feed(&mut self, feed: Feed) {
-        match feed {
-            Feed::Listed(keys) => {
-                let listed: HashSet<ObjectKey> = keys.into_iter().collect();
+impl<S> Reconciler for Sandboxes<S>
+where
+    S: Store<Sandbox> + Store<SandboxSnapshot> + Clone + 'static,
+{
+    type Item = ObjectKey;
+    type Event = Event;
+    const QUEUE: &'static str = "sandbox";
+
+    async fn route(&mut self, event: Event) -> Vec<ObjectKey> {
+        match event {
+            Event::Watch(Change::Listed(items)) => {
+                let listed: HashSet<ObjectKey> = items.iter().map(ObjectKey::of).collect();
+                if !self.swept {
+                    // Before any reconcile: directories of sandboxes deleted while no run
+                    // watched (or whose cleanup a crash cut short) must not outlive them.
+                    self.swept = true;
+                    let removed = self.platform.sweep(&listed).await;
+                    if removed > 0 {
+                        tracing::warn!(
+                            sandboxes = removed,
+                            "removed the directories of sandboxes that no longer exist"
+                        );
+                    }
+                }
                 // Deleted while no watch ran: reconcile finds them gone and cleans up.
                 let vanished: Vec<ObjectKey> = self.known.difference(&listed).cloned().collect();
                 self.known = listed;
-                for key in self.known.clone().into_iter().chain(vanished) {
-                    self.queue.add(key);
-                }
-                for key in self.platform.keys() {
-                    self.queue.add(key);
-                }
+                let mut keys: Vec<ObjectKey> = self.known.iter().cloned().collect();
+                keys.extend(vanished);
+                keys.extend(self.platform.keys());
+                keys
             }
-            Feed::Changed(key) => {
+            Event::Watch(Change::Applied(sandbox)) => {
+                let key = ObjectKey::of(sandbox.as_ref());
                 self.known.insert(key.clone());
-                self.queue.add(key);
+                vec![key]
             }
-            Feed::Deleted(key) => {
+            Event::Watch(Change::Deleted(sandbox)) => {
+                let key = ObjectKey::of(sandbox.as_ref());
                 self.known.remove(&key);
-                self.queue.add(key);
+                vec![key]
             }
+            Event::Changed(key) => vec![key],
         }
     }
 
-    fn resync(&mut self) {
-        let keys: Vec<ObjectKey> = self.known.iter().cloned().collect();
-        for key in keys.into_iter().chain(self.platform.keys()) {
-            self.queue.add(key);
-        }
+    fn resync(&self) -> Vec<ObjectKey> {
+        self.known
+            .iter()
+            .cloned()
+            .chain(self.platform.keys())
+            .collect()
     }
 
-    fn dispatch(&mut self) {
-        while self.jobs.len() < self.config.concurrency.max(1) {
-            let Some(key) = self.queue.pop() else { break };
-            let store = self.store.clone();
-            let platform = self.platform.clone();
-            let span = tracing::info_span!("reconcile", sandbox.key = %key);
-            self.jobs.spawn(
-                async move {
-                    let outcome = reconcile_one(&store, &platform, &key).await;
-                    (key, outcome)
-                }
-                .instrument(span),
-            );
-        }
-        metrics::gauge!("rouse_controller_queue_depth", "kind" => "sandbox")
-            .set(self.queue.len() as f64);
-    }
-
-    fn finished(&mut self, key: ObjectKey, outcome: Outcome) {
-        let backoff = RetryBackoff {
-            min: self.config.retry_min,
-            max: self.config.retry_max,
-        };
-        self.queue.finish(key, outcome, backoff, Instant::now());
+    fn next_job(&mut self, queue: &mut Queue<ObjectKey>) -> Option<Job<ObjectKey>> {
+        let key = queue.pop()?;
+        let store = self.store.clone();
+        let platform = self.platform.clone();
+        let span = tracing::info_span!("reconcile", sandbox.key = %key);
+        Some(driver::job(key.clone(), span, async move {
+            reconcile_one(&store, &platform, &key).await
+        }))
     }
 }
 
@@ -368,4 +329,5 @@ fn retryable(error: &ReconcileError) -> bool {
 }
 
 #[cfg(test)]
+#[path = "sandboxes_tests.rs"]
 mod tests;

@@ -1,7 +1,6 @@
 //! The kube-runtime reconciler of Sandboxes: `reconcile`, `error_policy` and their `Context`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -13,6 +12,7 @@ use rouse_shared::api::Sandbox;
 use rouse_shared::store::{ObjectKey, Store};
 use tracing::{Instrument, debug, info_span, warn};
 
+use crate::drive::{KeyedBackoff, RetryBackoff};
 use crate::platform::PlatformError;
 use crate::platform::kube::KubePlatform;
 use crate::sandbox::{EventKind, LifecycleEvent, ReconcileError, reconcile_sandbox};
@@ -21,8 +21,6 @@ use crate::sandbox::{EventKind, LifecycleEvent, ReconcileError, reconcile_sandbo
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
 /// The longest retry delay.
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
-/// Sandboxes whose consecutive failures are tracked at most.
-const MAX_TRACKED_FAILURES: usize = 10_000;
 
 /// What every reconcile shares.
 pub struct Context<S> {
@@ -36,7 +34,7 @@ pub struct Context<S> {
     pub resync: Duration,
     /// Consecutive failures per sandbox, for the backoff; entries go on success, so it holds
     /// at most one entry per failing sandbox.
-    failures: Mutex<HashMap<ObjectKey, u32>>,
+    failures: KeyedBackoff<ObjectKey>,
 }
 
 impl<S> Context<S> {
@@ -52,13 +50,11 @@ impl<S> Context<S> {
             platform,
             recorder,
             resync,
-            failures: Mutex::new(HashMap::new()),
+            failures: KeyedBackoff::new(RetryBackoff {
+                min: BACKOFF_BASE,
+                max: BACKOFF_MAX,
+            }),
         }
-    }
-
-    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, u32>> {
-        // A poisoned map only holds retry counters; keep using it.
-        self.failures.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -86,7 +82,7 @@ pub async fn reconcile<S: Store<Sandbox>>(
             }
         };
         counter!("rouse_controller_reconciles_total", "result" => "ok").increment(1);
-        ctx.failures().remove(&key);
+        ctx.failures.succeeded(&key);
         if let Some(recorder) = &ctx.recorder {
             for event in &outcome.events {
                 publish(recorder, &obj, event).await;
@@ -109,18 +105,6 @@ pub async fn reconcile<S: Store<Sandbox>>(
     .await
 }
 
-/// Counts one more consecutive failure of `key`; returns the count.
-pub(crate) fn count_failure(failures: &mut HashMap<ObjectKey, u32>, key: &ObjectKey) -> u32 {
-    // Entries of objects deleted while failing are never removed by a success; cap the map so
-    // they cannot accumulate (losing counts only shortens some backoffs).
-    if failures.len() >= MAX_TRACKED_FAILURES && !failures.contains_key(key) {
-        failures.clear();
-    }
-    let n = failures.entry(key.clone()).or_insert(0);
-    *n = n.saturating_add(1);
-    *n
-}
-
 /// Retries a failed reconcile with a per-sandbox exponential backoff.
 pub fn error_policy<S>(obj: Arc<Sandbox>, error: &ReconcileError, ctx: Arc<Context<S>>) -> Action {
     let key = ObjectKey::of(obj.as_ref());
@@ -135,14 +119,12 @@ pub fn error_policy<S>(obj: Arc<Sandbox>, error: &ReconcileError, ctx: Arc<Conte
         ReconcileError::Suspend { source, .. } | ReconcileError::PatchStatus { source, .. }
             if matches!(source, rouse_shared::store::StoreError::Conflict { .. })
     );
-    let attempts = count_failure(&mut ctx.failures(), &key);
-    let delay = if conflict && attempts <= 1 {
+    let (before, backoff) = ctx.failures.failed(&key);
+    let delay = if conflict && before == 0 {
         // A conflict means a newer version exists: retry at once with a fresh read.
         Duration::from_millis(10)
     } else {
-        BACKOFF_BASE
-            .saturating_mul(1u32 << attempts.min(16).saturating_sub(1))
-            .min(BACKOFF_MAX)
+        backoff
     };
     warn!(sandbox.key = %key, error = %error, retry.after_ms = delay.as_millis() as u64, "reconcile failed");
     Action::requeue(delay)

@@ -1,7 +1,6 @@
-//! The standalone drivers' work queue (sandboxes, and the extensions' templates, pools and
-//! claims): each item at most once (an item added while it runs runs once more afterwards,
-//! never twice at a time), delayed requeues keeping only the earliest due time, and per-item
-//! failure counts for the retry backoff.
+//! The store-watch driver's work queue: each item at most once (an item added while it runs
+//! runs once more afterwards, never twice at a time), delayed requeues keeping only the
+//! earliest due time, and per-item failure counts for the retry backoff ([`super::backoff`]).
 //!
 //! Bounded by the number of objects: every structure holds each item once.
 
@@ -10,6 +9,8 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use super::backoff::{Failures, RetryBackoff};
 
 /// How one run of an item ended, as the queue needs to know it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,15 +32,6 @@ impl Outcome {
     }
 }
 
-/// The retry backoff of a queue: from `min`, doubling per failure, up to `max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RetryBackoff {
-    /// The first retry's delay.
-    pub min: Duration,
-    /// The longest delay.
-    pub max: Duration,
-}
-
 /// Pending, running and delayed items.
 #[derive(Debug)]
 pub(crate) struct Queue<T> {
@@ -49,7 +41,7 @@ pub(crate) struct Queue<T> {
     dirty: HashSet<T>,
     delayed: HashMap<T, Instant>,
     due: BTreeSet<(Instant, T)>,
-    failures: HashMap<T, u32>,
+    failures: Failures<T>,
 }
 
 impl<T> Default for Queue<T> {
@@ -61,7 +53,7 @@ impl<T> Default for Queue<T> {
             dirty: HashSet::new(),
             delayed: HashMap::new(),
             due: BTreeSet::new(),
-            failures: HashMap::new(),
+            failures: Failures::default(),
         }
     }
 }
@@ -149,7 +141,7 @@ impl<T: Clone + Eq + Hash + Ord> Queue<T> {
                 }
             }
             Outcome::Retry => {
-                let after = self.failed(&item, backoff.min, backoff.max);
+                let after = self.failed(&item, backoff);
                 self.add_after(item, after, now);
             }
             Outcome::Wait => {}
@@ -159,20 +151,17 @@ impl<T: Clone + Eq + Hash + Ord> Queue<T> {
 
     /// Records a success: the next failure starts the backoff afresh.
     pub(crate) fn succeeded(&mut self, item: &T) {
-        self.failures.remove(item);
+        self.failures.clear(item);
     }
 
     /// Records a failure and returns the delay before the retry.
-    pub(crate) fn failed(&mut self, item: &T, min: Duration, max: Duration) -> Duration {
-        let n = self.failures.entry(item.clone()).or_insert(0);
-        let delay = min.saturating_mul(2u32.saturating_pow(*n)).min(max);
-        *n = n.saturating_add(1);
-        delay
+    pub(crate) fn failed(&mut self, item: &T, backoff: RetryBackoff) -> Duration {
+        self.failures.retry_after(item, backoff)
     }
 
     /// Drops everything known about `item` (its object is gone).
     pub(crate) fn forget(&mut self, item: &T) {
-        self.failures.remove(item);
+        self.failures.clear(item);
         if let Some(at) = self.delayed.remove(item) {
             self.due.remove(&(at, item.clone()));
         }
@@ -341,10 +330,11 @@ mod tests {
     fn failure_backoff_doubles_up_to_the_bound_and_resets() {
         let mut queue = Queue::<ObjectKey>::default();
         let (min, max) = (Duration::from_millis(500), Duration::from_secs(4));
-        let got: Vec<_> = (0..6).map(|_| queue.failed(&key("a"), min, max)).collect();
+        let backoff = RetryBackoff { min, max };
+        let got: Vec<_> = (0..6).map(|_| queue.failed(&key("a"), backoff)).collect();
         let ms: Vec<u128> = got.iter().map(Duration::as_millis).collect();
         assert_eq!(ms, [500, 1000, 2000, 4000, 4000, 4000]);
         queue.succeeded(&key("a"));
-        assert_eq!(queue.failed(&key("a"), min, max), min);
+        assert_eq!(queue.failed(&key("a"), backoff), min);
     }
 }

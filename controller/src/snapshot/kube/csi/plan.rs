@@ -21,11 +21,11 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use rouse_shared::api::{Sandbox, SandboxSnapshot};
 use serde_json::{Value, json};
 
-use super::kube_owned::{controlled_by, owned_object};
-use super::kube_plan::{KubePlan, READY_RECHECK, in_progress};
-use super::plan::{MISSING_RETRY, failed, pending};
-use super::quantity;
+use super::super::ownership::{controlled_by, owned_object};
+use super::super::plan::{KubePlan, READY_RECHECK, in_progress};
 use crate::sandbox::VolumeSpec;
+use crate::snapshot::plan::{MISSING_RETRY, failed, pending};
+use crate::snapshot::quantity;
 
 /// `SandboxSnapshot.status.provider` of this provider.
 pub const PROVIDER: &str = "kube-csi";
@@ -280,5 +280,6 @@ pub fn plan(snapshot: &SandboxSnapshot, observed: &CsiObserved) -> CsiPlan {
 }
 
 #[cfg(test)]
-#[path = "kube_csi_tests.rs"]
+#[cfg(test)]
+#[path = "tests.rs"]
 mod tests;

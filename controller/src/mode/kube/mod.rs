@@ -1,4 +1,5 @@
-//! The Sandbox controller on Kubernetes: kube-runtime's applier fed by watches of Sandboxes
+//! Kubernetes mode's composition root (`rouse controller`): the Sandbox controller —
+//! kube-runtime's applier fed by watches of Sandboxes
 //! and of the Pods, Services and PVCs they own (and of the `SandboxSnapshot`s forks start
 //! from), behind leader election on a Lease, with Events, metrics and health probes; beside
 //! it the extension controllers and the `SandboxSnapshot` controller (which runs on the same
@@ -7,7 +8,7 @@
 //! # Example
 //! ```no_run
 //! # async fn example(client: kube::Client, store: impl rouse_shared::store::Store<rouse_shared::api::Sandbox> + Clone + 'static) {
-//! use rouse_controller::run::{ControllerConfig, Probes, run};
+//! use rouse_controller::mode::kube::{ControllerConfig, Probes, run};
 //! let shutdown = tokio_util::sync::CancellationToken::new();
 //! run(client, store, ControllerConfig::default(), Probes::default(), shutdown).await.ok();
 //! # }
@@ -16,7 +17,6 @@
 pub(crate) mod context;
 mod http;
 mod lease;
-mod state;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +39,6 @@ use tracing::{info, warn};
 pub use context::{Context, error_policy, reconcile};
 pub use http::{Probes, install_metrics, serve_probes};
 pub use lease::{LeaderElector, LeaseConfig, LeaseError};
-pub use state::report_states_from;
 
 use crate::platform::kube::{KubeCache, KubePlatform, PodIndex};
 use crate::snapshot::kube::SnapshotFeed;
@@ -324,7 +323,7 @@ where
         }
         .shared()
     };
-    let gauges = state::report_states(sandboxes.clone(), stop.clone());
+    let gauges = crate::mode::state::report_states(sandboxes.clone(), stop.clone());
     let reconcile_ctx = ctx.clone();
     let applier = controller::applier(
         move |obj, ctx| {

@@ -1,21 +1,21 @@
 //! The `kube-gke` reconcile: observe the sandbox (until the trigger exists), the
 //! `PodSnapshotManualTrigger` named like the snapshot and, once it completed, the
-//! `PodSnapshot` it made; plan ([`kube_gke::plan`]); create the trigger; write `lastSnapshot`
+//! `PodSnapshot` it made; plan ([`super::plan::plan`]); create the trigger; write `lastSnapshot`
 //! and the status.
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use rouse_shared::api::SandboxSnapshot;
 
-use super::owned::{Created, create_owned, not_served, read_owned};
-use super::{Context, SnapshotError, dynamic_api, read_sandbox, write_outcome};
-use crate::snapshot::kube_gke::{
-    self, GkeObserved, GkeSource, TriggerOutcome, TriggerState, pod_snapshot_ready,
+use super::super::context::{Context, SnapshotError, dynamic_api, read_sandbox, write_outcome};
+use super::super::owned::{Created, create_owned, not_served, read_owned};
+use super::plan::{
+    self as kube_gke, GkeObserved, GkeSource, TriggerOutcome, TriggerState, pod_snapshot_ready,
 };
 use crate::snapshot::plan::failed;
 
 /// One reconcile of a snapshot in progress with the `kube-gke` provider.
-pub(super) async fn reconcile(
+pub(crate) async fn reconcile(
     snapshot: &SandboxSnapshot,
     ctx: &Context,
 ) -> Result<Action, SnapshotError> {

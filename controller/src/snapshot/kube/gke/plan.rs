@@ -26,9 +26,9 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use rouse_shared::api::{Sandbox, SandboxSnapshot};
 use serde_json::{Value, json};
 
-use super::kube_owned::{controlled_by, owned_object};
-use super::kube_plan::{KubePlan, READY_RECHECK, in_progress};
-use super::plan::{MISSING_RETRY, failed, pending};
+use super::super::ownership::{controlled_by, owned_object};
+use super::super::plan::{KubePlan, READY_RECHECK, in_progress};
+use crate::snapshot::plan::{MISSING_RETRY, failed, pending};
 
 /// `SandboxSnapshot.status.provider` of this provider.
 pub const PROVIDER: &str = "kube-gke";
@@ -307,5 +307,6 @@ pub fn created_pod_snapshot(trigger: &DynamicObject) -> Option<String> {
 }
 
 #[cfg(test)]
-#[path = "kube_gke_tests.rs"]
+#[cfg(test)]
+#[path = "tests.rs"]
 mod tests;

@@ -470,7 +470,12 @@ async fn a_restart_marks_the_last_runs_ready_sandboxes_not_ready() {
         .await
         .expect("create");
 
-    assert_eq!(super::mark_not_ready(&env.store).await.expect("marked"), 1);
+    assert_eq!(
+        super::super::mark_not_ready(&env.store)
+            .await
+            .expect("marked"),
+        1
+    );
     let left: Sandbox = env.store.get(&key).await.expect("get");
     let status = left.status.expect("status");
     let ready = status
@@ -498,5 +503,10 @@ async fn a_restart_marks_the_last_runs_ready_sandboxes_not_ready() {
         quiet.metadata.resource_version
     );
     // Idempotent: nothing claims readiness any more.
-    assert_eq!(super::mark_not_ready(&env.store).await.expect("marked"), 0);
+    assert_eq!(
+        super::super::mark_not_ready(&env.store)
+            .await
+            .expect("marked"),
+        0
+    );
 }

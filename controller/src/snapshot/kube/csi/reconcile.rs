@@ -1,5 +1,5 @@
 //! The `kube-csi` reconcile: observe the sandbox's PVCs and the `VolumeSnapshot`s, plan
-//! ([`kube_csi::plan`]), create the missing ones, write `lastSnapshot` and the status.
+//! ([`super::plan::plan`]), create the missing ones, write `lastSnapshot` and the status.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
@@ -8,14 +8,14 @@ use kube::runtime::controller::Action;
 use rouse_shared::api::SandboxSnapshot;
 use rouse_shared::store::ObjectKey;
 
-use super::owned::{Created, create_owned, not_served, read_owned};
-use super::{Context, SnapshotError, read_sandbox, write_outcome};
+use super::super::context::{Context, SnapshotError, read_sandbox, write_outcome};
+use super::super::owned::{Created, create_owned, not_served, read_owned};
+use super::plan::{self as kube_csi, CsiObserved, CsiVolume, VolumeSnapshotState};
 use crate::sandbox::volume_specs;
-use crate::snapshot::kube_csi::{self, CsiObserved, CsiVolume, VolumeSnapshotState};
 use crate::snapshot::plan::failed;
 
 /// One reconcile of a snapshot in progress with the `kube-csi` provider.
-pub(super) async fn reconcile(
+pub(crate) async fn reconcile(
     snapshot: &SandboxSnapshot,
     ctx: &Context,
 ) -> Result<Action, SnapshotError> {

@@ -1,5 +1,6 @@
-//! The standalone driver of `SandboxSnapshot`s: a list+watch of the store's snapshots feeds
-//! one work queue (per-key dedupe, so one snapshot is never taken twice at a time), at most
+//! The standalone driver of `SandboxSnapshot`s, on the one store-watch driver
+//! ([`crate::drive::driver`]): a list+watch of the store's snapshots feeds its work queue
+//! (per-key dedupe, so one snapshot is never taken twice at a time), at most
 //! [`SNAPSHOT_CONCURRENCY`] reconciles run at once, each the pure [`plan`] and a thin apply
 //! on the [`LocalPlatform`].
 //!
@@ -10,19 +11,18 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use futures::StreamExt;
 use kube::ResourceExt;
 use rouse_shared::api::{Sandbox, SandboxSnapshot, SandboxSnapshotStatus, SandboxStatus};
-use rouse_shared::store::{Backoff, ListParams, ObjectKey, Seen, Store, list_watch};
-use tokio::task::JoinSet;
-use tokio::time::Instant;
+use rouse_shared::store::{ObjectKey, Store};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use super::plan::{SnapshotObserved, Source, failed, plan};
+use crate::drive::RetryBackoff;
+use crate::drive::driver::{self, DriveConfig, Job, Reconciler};
+use crate::drive::queue::{Outcome, Queue};
+use crate::drive::watch::{Change, watch};
 use crate::platform::local::{LocalPlatform, TakeError};
-use crate::queue::{Outcome, Queue, RetryBackoff};
 use crate::snapshot::Snapshotter;
+use crate::snapshot::plan::{SnapshotObserved, Source, failed, plan};
 use crate::status::status_patch;
 
 /// Most snapshots taken at once: each copies volumes and may pause a sandbox.
@@ -33,6 +33,8 @@ const RESYNC: Duration = Duration::from_secs(60);
 const RETRY_MIN: Duration = Duration::from_millis(500);
 /// The longest retry delay after failed reconciles.
 const RETRY_MAX: Duration = Duration::from_secs(30);
+/// Bound of the event channel between the watch and the driver.
+const EVENT_CAPACITY: usize = 256;
 
 /// The object kinds the driver needs from its store.
 pub trait SnapshotStore: Store<SandboxSnapshot> + Store<Sandbox> + Clone + 'static {}
@@ -47,92 +49,91 @@ impl<S> SnapshotStore for S where S: Store<SandboxSnapshot> + Store<Sandbox> + C
 /// use rouse_controller::platform::local::{LocalConfig, LocalPlatform};
 /// let platform = LocalPlatform::new(LocalConfig::new("/var/lib/rouse"))?;
 /// let shutdown = tokio_util::sync::CancellationToken::new();
-/// rouse_controller::snapshot::standalone::run(store, platform, shutdown).await;
+/// rouse_controller::mode::local::snapshots::run(store, platform, shutdown).await;
 /// # Ok(()) }
 /// ```
 pub async fn run<S: SnapshotStore>(store: S, platform: LocalPlatform, shutdown: CancellationToken) {
-    let backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
-    let mut seen = list_watch::<SandboxSnapshot, S>(store.clone(), ListParams::default(), backoff);
-    let mut queue: Queue<ObjectKey> = Queue::default();
-    let mut jobs: JoinSet<(ObjectKey, Outcome)> = JoinSet::new();
-    let mut known: HashMap<ObjectKey, String> = HashMap::new();
-    let mut swept = false;
-    let mut resync = tokio::time::interval(RESYNC);
-    resync.reset();
-    loop {
-        let next_due = queue.next_due();
-        tokio::select! {
-            biased;
-            () = shutdown.cancelled() => break,
-            Some(done) = jobs.join_next(), if !jobs.is_empty() => match done {
-                Ok((key, outcome)) => {
-                    let backoff = RetryBackoff { min: RETRY_MIN, max: RETRY_MAX };
-                    queue.finish(key, outcome, backoff, Instant::now());
-                }
-                Err(error) => tracing::error!(%error, "snapshot reconcile task failed"),
-            },
-            item = seen.next() => match item {
-                None => break,
-                Some(Seen::Failed(error)) => {
-                    metrics::counter!("rouse_controller_watch_restarts_total", "kind" => error.metric_label())
-                        .increment(1);
-                    tracing::debug!(%error, "snapshot list or watch failed; listing again");
-                }
-                Some(Seen::Listed(items)) => {
-                    known = items.iter().map(|s| (ObjectKey::of(s), s.uid().unwrap_or_default())).collect();
-                    if !swept {
-                        swept = true;
-                        let removed = platform.sweep_snapshots(&known);
-                        if removed > 0 {
-                            tracing::warn!(snapshots = removed, "removed the data of snapshots that no longer exist");
-                        }
-                    }
-                    for key in known.keys() {
-                        queue.add(key.clone());
-                    }
-                }
-                Some(Seen::Applied(s)) => {
-                    let key = ObjectKey::of(&s);
-                    known.insert(key.clone(), s.uid().unwrap_or_default());
-                    queue.add(key);
-                }
-                Some(Seen::Deleted(s)) => {
-                    let key = ObjectKey::of(&s);
-                    known.remove(&key);
-                    // The reconcile finds it gone and removes its data, after any take of it.
-                    queue.add(key);
-                }
-            },
-            () = sleep_until(next_due), if next_due.is_some() => queue.promote(Instant::now()),
-            _ = resync.tick() => {
-                for key in known.keys() {
-                    queue.add(key.clone());
-                }
-            }
-        }
-        while jobs.len() < SNAPSHOT_CONCURRENCY {
-            let Some(key) = queue.pop() else { break };
-            let (store, platform) = (store.clone(), platform.clone());
-            let span = tracing::info_span!("reconcile_snapshot", snapshot.key = %key);
-            jobs.spawn(
-                async move {
-                    let outcome = reconcile_one(&store, &platform, &key).await;
-                    (key, outcome)
-                }
-                .instrument(span),
-            );
-        }
-        metrics::gauge!("rouse_controller_queue_depth", "kind" => "snapshot")
-            .set(queue.len() as f64);
-    }
-    // A take in progress finishes (it restores a paused sandbox) before the platform stops.
-    while jobs.join_next().await.is_some() {}
+    let sources = vec![watch::<SandboxSnapshot, S, _>(store.clone(), |c| c)];
+    let kind = Snapshots {
+        store,
+        platform,
+        known: HashMap::new(),
+        swept: false,
+    };
+    let config = DriveConfig {
+        concurrency: SNAPSHOT_CONCURRENCY,
+        resync: RESYNC,
+        backoff: RetryBackoff {
+            min: RETRY_MIN,
+            max: RETRY_MAX,
+        },
+        // A take in progress finishes (it restores a paused sandbox) before the platform
+        // stops.
+        drain: None,
+        events: EVENT_CAPACITY,
+    };
+    driver::run(kind, sources, config, shutdown).await;
 }
 
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// The snapshots as the driver runs them.
+struct Snapshots<S> {
+    store: S,
+    platform: LocalPlatform,
+    /// Every snapshot the store holds, with its UID, as far as the watch told.
+    known: HashMap<ObjectKey, String>,
+    /// The data of vanished snapshots was removed (on the first list).
+    swept: bool,
+}
+
+impl<S: SnapshotStore> Reconciler for Snapshots<S> {
+    type Item = ObjectKey;
+    type Event = Change<SandboxSnapshot>;
+    const QUEUE: &'static str = "snapshot";
+
+    async fn route(&mut self, event: Change<SandboxSnapshot>) -> Vec<ObjectKey> {
+        match event {
+            Change::Listed(items) => {
+                self.known = items
+                    .iter()
+                    .map(|s| (ObjectKey::of(s), s.uid().unwrap_or_default()))
+                    .collect();
+                if !self.swept {
+                    self.swept = true;
+                    let removed = self.platform.sweep_snapshots(&self.known);
+                    if removed > 0 {
+                        tracing::warn!(
+                            snapshots = removed,
+                            "removed the data of snapshots that no longer exist"
+                        );
+                    }
+                }
+                self.known.keys().cloned().collect()
+            }
+            Change::Applied(s) => {
+                let key = ObjectKey::of(s.as_ref());
+                self.known.insert(key.clone(), s.uid().unwrap_or_default());
+                vec![key]
+            }
+            Change::Deleted(s) => {
+                let key = ObjectKey::of(s.as_ref());
+                self.known.remove(&key);
+                // The reconcile finds it gone and removes its data, after any take of it.
+                vec![key]
+            }
+        }
+    }
+
+    fn resync(&self) -> Vec<ObjectKey> {
+        self.known.keys().cloned().collect()
+    }
+
+    fn next_job(&mut self, queue: &mut Queue<ObjectKey>) -> Option<Job<ObjectKey>> {
+        let key = queue.pop()?;
+        let (store, platform) = (self.store.clone(), self.platform.clone());
+        let span = tracing::info_span!("reconcile_snapshot", snapshot.key = %key);
+        Some(driver::job(key.clone(), span, async move {
+            reconcile_one(&store, &platform, &key).await
+        }))
     }
 }
 

@@ -76,7 +76,10 @@ pub(crate) async fn report_states(sandboxes: Store<Sandbox>, stop: CancellationT
 
 /// Sets the gauge from a list of `store` every period until `stop` (standalone mode). A failed
 /// list leaves the last values and is tried again next period.
-pub async fn report_states_from<S: SandboxStore<Sandbox>>(store: S, stop: CancellationToken) {
+pub(crate) async fn report_states_from<S: SandboxStore<Sandbox>>(
+    store: S,
+    stop: CancellationToken,
+) {
     loop {
         match store.list(&ListParams::default()).await {
             Ok(list) => report(list.items.iter()),
