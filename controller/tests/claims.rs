@@ -284,6 +284,43 @@ fn track_members<S: Store<Sandbox> + Clone + 'static>(
     (max, task)
 }
 
+/// Creates `n` claims `<prefix>-<i>` of pool "runners" at once and waits until every one is
+/// Ready with its sandbox named; the claims as stored then.
+async fn claims_at_once<S: ExtensionsStore>(
+    store: &S,
+    prefix: &str,
+    n: usize,
+) -> Vec<SandboxClaim> {
+    let creates = (0..n).map(|i| {
+        let store = store.clone();
+        let name = format!("{prefix}-{i}");
+        async move { Store::<SandboxClaim>::create(&store, &claim(&name, "runners")).await }
+    });
+    for created in futures::future::join_all(creates).await {
+        created.expect("create claim");
+    }
+    wait_for(&format!("{n} claims Ready with a sandbox"), || async {
+        let list = Store::<SandboxClaim>::list(store, &ListParams::namespace(NS))
+            .await
+            .map_err(|e| e.to_string())?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|c| {
+                c.status
+                    .as_ref()
+                    .is_some_and(|s| s.sandbox.is_some() && is_ready(&s.conditions))
+            })
+            .count();
+        if ready == n {
+            Ok(list.items)
+        } else {
+            Err(format!("{ready} of {n} ready"))
+        }
+    })
+    .await
+}
+
 /// 50 claims at once against a pool of 20 Ready members: exactly 20 adopted warm, 30 cold,
 /// every claim Ready with its sandbox named, no sandbox bound twice, the pool never above 20,
 /// and deleting a claim deletes its sandbox while the pool refills.
@@ -302,35 +339,7 @@ async fn fifty_claims_on_twenty<S: ExtensionsStore>(store: S, config: Extensions
 
     // Refills stay not-Ready from here, so only the 20 members can be adopted.
     kubelet.members.store(false, Ordering::SeqCst);
-    let creates = (0..50).map(|i| {
-        let store = store.clone();
-        async move {
-            Store::<SandboxClaim>::create(&store, &claim(&format!("task-{i}"), "runners")).await
-        }
-    });
-    for created in futures::future::join_all(creates).await {
-        created.expect("create claim");
-    }
-    let claims: Vec<SandboxClaim> = wait_for("50 claims Ready with a sandbox", || async {
-        let list = Store::<SandboxClaim>::list(&store, &ListParams::namespace(NS))
-            .await
-            .map_err(|e| e.to_string())?;
-        let ready = list
-            .items
-            .iter()
-            .filter(|c| {
-                c.status
-                    .as_ref()
-                    .is_some_and(|s| s.sandbox.is_some() && is_ready(&s.conditions))
-            })
-            .count();
-        if ready == 50 {
-            Ok(list.items)
-        } else {
-            Err(format!("{ready} of 50 ready"))
-        }
-    })
-    .await;
+    let claims = claims_at_once(&store, "task", 50).await;
 
     let mut by_sandbox: BTreeMap<String, String> = BTreeMap::new();
     let mut launch: BTreeMap<String, usize> = BTreeMap::new();
@@ -851,31 +860,7 @@ async fn kubernetes_controllers_bind_claims_and_manage_the_network_policy() {
         .await
         .expect("pool");
     pool_ready(&store, "runners", 3).await;
-    for i in 0..5 {
-        Store::<SandboxClaim>::create(&store, &claim(&format!("task-{i}"), "runners"))
-            .await
-            .expect("claim");
-    }
-    let claims: Vec<SandboxClaim> = wait_for("5 claims Ready", || async {
-        let list = Store::<SandboxClaim>::list(&store, &ListParams::namespace(NS))
-            .await
-            .map_err(|e| e.to_string())?;
-        let ready = list
-            .items
-            .iter()
-            .filter(|c| {
-                c.status
-                    .as_ref()
-                    .is_some_and(|s| s.sandbox.is_some() && is_ready(&s.conditions))
-            })
-            .count();
-        if ready == 5 {
-            Ok(list.items)
-        } else {
-            Err(format!("{ready} of 5"))
-        }
-    })
-    .await;
+    let claims = claims_at_once(&store, "task", 5).await;
     let names: BTreeSet<String> = claims
         .iter()
         .filter_map(|c| {
@@ -964,35 +949,7 @@ async fn kubernetes_claim_burst_adopts_without_a_conflict_storm() {
     let (max_members, tracker) = track_members(store.clone(), stop_tracking.clone());
 
     server.reset_requests();
-    let creates = (0..N).map(|i| {
-        let store = store.clone();
-        async move {
-            Store::<SandboxClaim>::create(&store, &claim(&format!("burst-{i}"), "runners")).await
-        }
-    });
-    for created in futures::future::join_all(creates).await {
-        created.expect("create claim");
-    }
-    let claims: Vec<SandboxClaim> = wait_for("every claim of the burst Ready", || async {
-        let list = Store::<SandboxClaim>::list(&store, &ListParams::namespace(NS))
-            .await
-            .map_err(|e| e.to_string())?;
-        let ready = list
-            .items
-            .iter()
-            .filter(|c| {
-                c.status
-                    .as_ref()
-                    .is_some_and(|s| s.sandbox.is_some() && is_ready(&s.conditions))
-            })
-            .count();
-        if ready == N {
-            Ok(list.items)
-        } else {
-            Err(format!("{ready} of {N}"))
-        }
-    })
-    .await;
+    let claims = claims_at_once(&store, "burst", N).await;
     let requests = server.requests();
     let bound: BTreeSet<String> = claims
         .iter()
