@@ -15,6 +15,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// Ports tried when the kernel picks one (port 0) before the bind gives up.
+const BIND_ATTEMPTS: usize = 16;
+
 use super::codec::{self, MAX_TCP, MAX_UDP, Rcode, Unreadable};
 use super::{DnsConfig, Error, Records, Result, resolve};
 
@@ -141,9 +144,22 @@ impl std::fmt::Debug for DnsServer {
 impl DnsServer {
     /// Binds UDP and TCP on `addr` (port 0: one free port for both).
     pub fn bind(addr: SocketAddr) -> Result<(UdpSocket, TcpListener)> {
-        let udp = UdpSocket::bind(addr).map_err(Error::Bind)?;
-        let tcp = TcpListener::bind(udp.local_addr().map_err(Error::Bind)?).map_err(Error::Bind)?;
-        Ok((udp, tcp))
+        // With port 0 the kernel picks a port free for UDP only: the same TCP port may be in
+        // use (any TCP socket of this machine, e.g. a client's ephemeral port), so pick again
+        // a bounded number of times rather than fail.
+        let attempts = if addr.port() == 0 { BIND_ATTEMPTS } else { 1 };
+        let mut last = None;
+        for _ in 0..attempts {
+            let udp = UdpSocket::bind(addr).map_err(Error::Bind)?;
+            match TcpListener::bind(udp.local_addr().map_err(Error::Bind)?) {
+                Ok(tcp) => return Ok((udp, tcp)),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+                Err(e) => return Err(Error::Bind(e)),
+            }
+        }
+        Err(Error::Bind(last.unwrap_or_else(|| {
+            std::io::Error::from(std::io::ErrorKind::AddrInUse)
+        })))
     }
 
     /// Serves `records` on the bound sockets (from [`bind`](Self::bind) or made elsewhere, in
