@@ -994,6 +994,20 @@ async fn kubernetes_claim_burst_adopts_without_a_conflict_storm() {
         reowns <= (N + N / 10) as u64,
         "{reowns} member patches for {N} claims: {all:?}"
     );
+    // One claim patch per binding: the first-observed stamp rides in the adoption's
+    // annotation, and a claim read stale is not annotated from the stale read.
+    let claim_patches = requests.count("patch", "sandboxclaims");
+    assert!(
+        claim_patches <= (N + N / 10) as u64,
+        "{claim_patches} claim patches for {N} claims: {all:?}"
+    );
+    // One status write per binding: a reconcile handed a claim version this process wrote
+    // over waits for the newer one instead of writing from it.
+    let status_patches = requests.count("patch", "sandboxclaims/status");
+    assert!(
+        status_patches <= (N + N / 10) as u64,
+        "{status_patches} claim status patches for {N} claims: {all:?}"
+    );
     // The pool refills one member per adoption, never more.
     assert!(
         requests.count("create", "sandboxes") <= N as u64,

@@ -5,8 +5,8 @@
 
 use kube::ResourceExt;
 use rouse_shared::api::keys::{
-    ADOPTABLE, LAUNCH_TYPE, LAUNCH_TYPE_WARM, SANDBOX_NAME, SANDBOX_TEMPLATE_HASH,
-    WARM_POOL_SANDBOX,
+    ADOPTABLE, CONTROLLER_FIRST_OBSERVED_AT, LAUNCH_TYPE, LAUNCH_TYPE_WARM, SANDBOX_NAME,
+    SANDBOX_TEMPLATE_HASH, WARM_POOL_SANDBOX,
 };
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, controller_ref};
 use rouse_shared::store::Patch;
@@ -81,7 +81,8 @@ pub fn adoption_patch(
     }
 }
 
-/// Tries the candidates in order for `claim`, annotating it with each before the re-own.
+/// Tries the candidates in order for `claim`, annotating it with each before the re-own (and
+/// with the `first_observed` stamp when it does not carry one yet).
 pub(super) async fn adopt<S>(
     store: &S,
     reservations: &Reservations,
@@ -89,6 +90,7 @@ pub(super) async fn adopt<S>(
     template: Option<&SandboxTemplate>,
     members: &[Sandbox],
     candidates: &[String],
+    first_observed: Option<&str>,
 ) -> Result<Adopted, (&'static str, StoreError)>
 where
     S: Store<Sandbox> + Store<SandboxClaim>,
@@ -105,16 +107,29 @@ where
         let Some(reservation) = reservations.try_reserve(ObjectKey::of(member)) else {
             continue;
         };
-        if claim.annotations().get(SANDBOX_NAME) != Some(name) {
-            let mut patch =
-                Patch::merge(json!({"metadata": {"annotations": {SANDBOX_NAME: name}}}))
-                    .unwrap_or(Patch::Merge(Map::new()));
+        let stamp = first_observed.filter(|_| {
+            !claim
+                .annotations()
+                .contains_key(CONTROLLER_FIRST_OBSERVED_AT)
+        });
+        if claim.annotations().get(SANDBOX_NAME) != Some(name) || stamp.is_some() {
+            let mut annotations = Map::new();
+            annotations.insert(SANDBOX_NAME.to_owned(), Value::from(name.as_str()));
+            if let Some(stamp) = stamp {
+                annotations.insert(CONTROLLER_FIRST_OBSERVED_AT.to_owned(), Value::from(stamp));
+            }
+            let mut patch = Patch::merge(json!({"metadata": {"annotations": annotations}}))
+                .unwrap_or(Patch::Merge(Map::new()));
             // Only on the claim as read: an older read than the stored one may miss that it
             // is bound already.
             if let Some(rv) = claim.resource_version() {
                 patch = patch.with_resource_version(&rv);
             }
-            *claim = match Store::<SandboxClaim>::patch(store, &key, &patch).await {
+            let annotated = Store::<SandboxClaim>::patch(store, &key, &patch).await;
+            if matches!(annotated, Ok(_) | Err(StoreError::Conflict { .. })) {
+                reservations.supersede_claim(claim);
+            }
+            *claim = match annotated {
                 Ok(annotated) => annotated,
                 Err(StoreError::Conflict { .. }) => return Ok(Adopted::StaleClaim),
                 Err(e) => return Err(("annotate", e)),

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::{Resource, ResourceExt};
-use rouse_shared::api::keys::CONTROLLER_FIRST_OBSERVED_AT;
+use rouse_shared::api::keys::{CONTROLLER_FIRST_OBSERVED_AT, SANDBOX_NAME};
 use rouse_shared::api::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
 use rouse_shared::store::{DeleteParams, ObjectKey, Patch, Store, StoreError};
 use serde_json::json;
@@ -32,6 +32,10 @@ const ADOPTION_ROUNDS: usize = 8;
 
 /// Retry delay after adoption rounds ran out (every member raced away).
 const ADOPTION_RETRY: Duration = Duration::from_millis(50);
+
+/// When to look again at a claim handed over at a version this process wrote over: the
+/// newer version's watch event normally comes first.
+const SUPERSEDED_RECHECK: Duration = Duration::from_secs(1);
 
 /// Passes over a claim that changed under it before giving up for now. A watch cache hands a
 /// reconcile the claim as it was a moment ago; binding from such a read could bind a claim
@@ -157,13 +161,19 @@ where
         step,
         source,
     };
+    // A version this process wrote over: planning from it would bind a claim perhaps bound
+    // already, only to be refused. The newer version is on its way.
+    if reservations.is_claim_superseded(claim) {
+        metrics::counter!("rouse_controller_claim_stale_reads_skipped_total").increment(1);
+        return Ok(Pass::Done(ClaimOutcome {
+            requeue_after: Some(SUPERSEDED_RECHECK),
+            ..ClaimOutcome::default()
+        }));
+    }
     let uid = claim.uid().unwrap_or_default();
-    let claim = &match first_observed(store, claim, now).await {
-        Ok(claim) => claim,
-        // Deleted meanwhile: nothing left to do.
-        Err(e) if e.is_not_found() => return Ok(Pass::Done(ClaimOutcome::default())),
-        Err(e) => return Err(write("annotate", e)),
-    };
+    // Written with the first write this pass makes: the adoption's annotation carries it, so
+    // a warm binding costs no request of its own for it.
+    let mut stamp = first_observed_stamp(claim, now);
 
     let pool: Option<SandboxWarmPool> = optional(
         Store::<SandboxWarmPool>::get(
@@ -185,9 +195,16 @@ where
         None => None,
     };
     let name = bound_name(claim);
-    let sandbox: Option<Sandbox> =
+    // A claim never reconciled (not stamped, no status, no sandbox named) cannot own a
+    // sandbox yet: every pass stamps it before it creates or adopts one. A stale read of a
+    // claim stamped since is caught by the conditional annotation or the current-claim check
+    // before it binds.
+    let sandbox: Option<Sandbox> = if never_reconciled(claim) {
+        None
+    } else {
         optional(Store::<Sandbox>::get(store, &ObjectKey::new(&key.namespace, &name)).await)
-            .map_err(read)?;
+            .map_err(read)?
+    };
     let was_bound = claim
         .status
         .as_ref()
@@ -216,6 +233,31 @@ where
             members: &free.members,
         };
         let plan = plan(&claim, &observed, now);
+        // An adoption that lost its member may have written the stamp already.
+        stamp = stamp.filter(|_| {
+            !claim
+                .annotations()
+                .contains_key(CONTROLLER_FIRST_OBSERVED_AT)
+        });
+        // Whether `claim` is known to be the stored claim (a conditional write of it just
+        // succeeded), so a cold start need not read it again to be sure.
+        let mut current = false;
+        if let Some(annotation) = stamp.take_if(|_| !matches!(plan.step, ClaimStep::Adopt(_))) {
+            let stamped = stamp_first_observed(store, &claim, annotation).await;
+            if matches!(stamped, Ok(_) | Err(StoreError::Conflict { .. })) {
+                reservations.supersede_claim(&claim);
+            }
+            claim = match stamped {
+                Ok(claim) => claim,
+                // The plan was made from an older read than the stored claim, which may be
+                // bound by now: plan again from the stored one.
+                Err(StoreError::Conflict { .. }) => return Ok(Pass::Stale),
+                // Deleted meanwhile: nothing left to do.
+                Err(e) if e.is_not_found() => return Ok(Pass::Done(ClaimOutcome::default())),
+                Err(e) => return Err(write("annotate", e)),
+            };
+            current = true;
+        }
         let mut outcome = ClaimOutcome {
             requeue_after: plan.requeue_after,
             ..ClaimOutcome::default()
@@ -265,7 +307,7 @@ where
             ClaimStep::Create(sandbox) => {
                 // A cold start from an old read of a claim that is bound by now would give it
                 // a second sandbox.
-                if !is_current(store, &claim).await.map_err(read)? {
+                if !current && !is_current(store, &claim).await.map_err(read)? {
                     return Ok(Pass::Stale);
                 }
                 let created = match Store::<Sandbox>::create(store, &sandbox).await {
@@ -285,7 +327,7 @@ where
                             format!("the sandbox for this claim is invalid: {message}"),
                             now,
                         );
-                        write_status(store, &key, &claim, &status)
+                        write_status(store, reservations, &key, &claim, &status)
                             .await
                             .map_err(|e| write("patch_status", e))?;
                         return Ok(Pass::Done(outcome));
@@ -315,6 +357,7 @@ where
                     template.as_ref(),
                     &free.members,
                     &candidates,
+                    stamp.as_deref(),
                 )
                 .await
                 {
@@ -340,7 +383,7 @@ where
             metrics::counter!("rouse_controller_claims_bound_total", "launch" => "cold")
                 .increment(1);
         }
-        write_status(store, &key, &claim, &status)
+        write_status(store, reservations, &key, &claim, &status)
             .await
             .map_err(|e| write("patch_status", e))?;
         return Ok(Pass::Done(outcome));
@@ -352,27 +395,43 @@ where
     }))
 }
 
-/// Stamps a claim that does not carry it yet (and is not being deleted) with the
-/// `controller-first-observed-at` annotation, `now` with nanoseconds, once, as upstream does:
-/// the start of the claim's startup latency for whoever reads it. Returns the claim as stored.
-async fn first_observed<S: Store<SandboxClaim>>(
-    store: &S,
-    claim: &SandboxClaim,
-    now: Timestamp,
-) -> Result<SandboxClaim, StoreError> {
-    if claim.meta().deletion_timestamp.is_some()
-        || claim
+/// The `controller-first-observed-at` annotation a claim that does not carry it yet (and is
+/// not being deleted) gets: `now` with nanoseconds, once, as upstream does, the start of the
+/// claim's startup latency for whoever reads it. RFC 3339 in UTC, the fraction kept (as Go's
+/// RFC3339Nano writes it).
+fn first_observed_stamp(claim: &SandboxClaim, now: Timestamp) -> Option<String> {
+    let stamped = claim
+        .annotations()
+        .contains_key(CONTROLLER_FIRST_OBSERVED_AT);
+    (claim.meta().deletion_timestamp.is_none() && !stamped).then(|| now.to_string())
+}
+
+/// Whether no pass over `claim` has written anything yet: no first-observed stamp, no status,
+/// no sandbox named by annotation.
+fn never_reconciled(claim: &SandboxClaim) -> bool {
+    claim.status.is_none()
+        && !claim
             .annotations()
             .contains_key(CONTROLLER_FIRST_OBSERVED_AT)
-    {
-        return Ok(claim.clone());
-    }
-    // RFC 3339 in UTC, the fraction kept (as Go's RFC3339Nano writes it).
-    let stamp = now.to_string();
-    let patch = Patch::merge(json!({"metadata": {"annotations": {
+        && !claim.annotations().contains_key(SANDBOX_NAME)
+}
+
+/// Writes the first-observed `stamp` on the claim, only if it is still the claim as read (a
+/// conflict otherwise); returns the claim as stored.
+async fn stamp_first_observed<S: Store<SandboxClaim>>(
+    store: &S,
+    claim: &SandboxClaim,
+    stamp: String,
+) -> Result<SandboxClaim, StoreError> {
+    let mut patch = Patch::merge(json!({"metadata": {"annotations": {
         CONTROLLER_FIRST_OBSERVED_AT: stamp,
     }}}))
     .unwrap_or(Patch::Merge(serde_json::Map::new()));
+    // Unconditional, the write would hand back the stored claim, perhaps bound since this
+    // pass read it, and the pass would go on from a plan made for an unbound one.
+    if let Some(rv) = claim.resource_version() {
+        patch = patch.with_resource_version(&rv);
+    }
     Store::<SandboxClaim>::patch(store, &ObjectKey::of(claim), &patch).await
 }
 
@@ -405,8 +464,10 @@ async fn is_current<S: Store<SandboxClaim>>(
     }
 }
 
+/// Writes `status` over the claim's as read, if it differs.
 async fn write_status<S: Store<SandboxClaim>>(
     store: &S,
+    reservations: &Reservations,
     key: &ObjectKey,
     claim: &SandboxClaim,
     status: &rouse_shared::api::SandboxClaimStatus,
@@ -414,7 +475,7 @@ async fn write_status<S: Store<SandboxClaim>>(
     let previous = claim.status.clone().unwrap_or_default();
     if let Some(patch) = status_patch(&previous, status) {
         match store.patch_status(key, &patch).await {
-            Ok(_) => {}
+            Ok(_) => reservations.supersede_claim(claim),
             // Deleted meanwhile: nothing left to describe.
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),

@@ -7,24 +7,34 @@
 //!   is gone for good (versions never come back), so a list or cache still showing it is
 //!   behind. Claims skip such views instead of trying them, which is what keeps concurrent
 //!   reconciles with lists taken a moment apart from a storm of conflicts.
+//! - **Superseded claim versions**: likewise for claims: a claim version this process wrote
+//!   over (or saw refused) is behind, and a reconcile handed it waits for the newer one the
+//!   watch is about to deliver instead of planning from it (each such plan costs a refused
+//!   write and a re-read).
 //! - Optionally a [`MemberCache`] (Kubernetes mode) to read the members from.
 //!
 //! Correctness never rests on this: the resourceVersion precondition of the re-own is what
 //! keeps a member from two claims, across processes too. Bounded: a reservation lives only
-//! while its guard does; superseded versions are kept up to [`SUPERSEDED_LIMIT`], oldest
-//! forgotten first (a forgotten one costs at most one conflict).
+//! while its guard does; superseded versions are kept up to [`SUPERSEDED_LIMIT`] per kind and
+//! [`VERSIONS_PER_OBJECT`] per object, oldest forgotten first (a forgotten one costs at most
+//! one conflict).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rouse_shared::api::Sandbox;
+use rouse_shared::api::{Sandbox, SandboxClaim};
 use rouse_shared::store::{ListParams, ObjectKey, Store, StoreError};
 
 use super::members::MemberCache;
 use crate::pool::{is_ready, member_selector};
 
-/// Superseded member versions remembered at most.
+/// Superseded versions remembered at most, of members and of claims each.
 pub const SUPERSEDED_LIMIT: usize = 16_384;
+
+/// Superseded versions remembered per object: a claim is written up to three times in one
+/// binding (stamp, annotation, status), each leaving a version behind that a lagging watch
+/// may still hand out.
+pub const VERSIONS_PER_OBJECT: usize = 4;
 
 /// The members reserved in this process and the member versions known superseded; cheap to
 /// clone.
@@ -32,6 +42,7 @@ pub const SUPERSEDED_LIMIT: usize = 16_384;
 pub struct Reservations {
     taken: Arc<Mutex<HashSet<ObjectKey>>>,
     superseded: Arc<Mutex<Superseded>>,
+    claims: Arc<Mutex<Superseded>>,
     cache: Option<MemberCache>,
 }
 
@@ -43,30 +54,46 @@ pub struct Reservation {
     key: ObjectKey,
 }
 
-/// Member versions known to be gone, in the order they were learnt.
+/// Object versions known to be gone, in the order they were learnt.
 #[derive(Debug, Default)]
 struct Superseded {
-    by_key: HashMap<ObjectKey, String>,
+    by_key: HashMap<ObjectKey, VecDeque<String>>,
     order: VecDeque<(ObjectKey, String)>,
 }
 
 impl Superseded {
     fn insert(&mut self, key: ObjectKey, version: String) {
+        if self.contains(&key, &version) {
+            return;
+        }
         while self.order.len() >= SUPERSEDED_LIMIT {
             let Some((old, old_version)) = self.order.pop_front() else {
                 break;
             };
-            // Only forget the entry if a later version of the same member did not replace it.
-            if self.by_key.get(&old) == Some(&old_version) {
-                self.by_key.remove(&old);
-            }
+            self.forget(&old, &old_version);
         }
-        self.by_key.insert(key.clone(), version.clone());
+        let versions = self.by_key.entry(key.clone()).or_default();
+        if versions.len() >= VERSIONS_PER_OBJECT {
+            // Its entry in `order` stays until it comes up, then finds nothing to forget.
+            versions.pop_front();
+        }
+        versions.push_back(version.clone());
         self.order.push_back((key, version));
     }
 
+    fn forget(&mut self, key: &ObjectKey, version: &str) {
+        if let Some(versions) = self.by_key.get_mut(key) {
+            versions.retain(|v| v != version);
+            if versions.is_empty() {
+                self.by_key.remove(key);
+            }
+        }
+    }
+
     fn contains(&self, key: &ObjectKey, version: &str) -> bool {
-        self.by_key.get(key).is_some_and(|v| v == version)
+        self.by_key
+            .get(key)
+            .is_some_and(|v| v.iter().any(|v| v == version))
     }
 }
 
@@ -113,6 +140,29 @@ impl Reservations {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .contains(&ObjectKey::of(member), version)
+    }
+
+    /// True when this read of `claim` is one this process wrote over or saw refused: a newer
+    /// version is stored, and its watch event is on the way.
+    pub fn is_claim_superseded(&self, claim: &SandboxClaim) -> bool {
+        let Some(version) = claim.metadata.resource_version.as_deref() else {
+            return false;
+        };
+        self.claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&ObjectKey::of(claim), version)
+    }
+
+    /// Records that this read of `claim` is behind the stored claim (this process just wrote
+    /// it, or a conditional write of it was refused).
+    pub fn supersede_claim(&self, claim: &SandboxClaim) {
+        if let Some(version) = claim.metadata.resource_version.clone() {
+            self.claims
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(ObjectKey::of(claim), version);
+        }
     }
 
     /// `members` without those reserved by another reconcile or seen at a superseded version.
@@ -213,6 +263,30 @@ mod tests {
         assert!(reservations.free(vec![old]).members.is_empty());
         let newer = member("a", "9");
         assert_eq!(reservations.free(vec![newer]).members.len(), 1);
+    }
+
+    #[test]
+    fn every_claim_version_written_over_is_known_behind() {
+        let reservations = Reservations::default();
+        let mut claim = SandboxClaim::new("c", Default::default());
+        claim.metadata.namespace = Some("default".into());
+        let versions: Vec<String> = (1..=VERSIONS_PER_OBJECT + 1)
+            .map(|v| v.to_string())
+            .collect();
+        for version in &versions {
+            claim.metadata.resource_version = Some(version.clone());
+            assert!(!reservations.is_claim_superseded(&claim));
+            reservations.supersede_claim(&claim);
+            assert!(reservations.is_claim_superseded(&claim));
+        }
+        // The oldest beyond the per-object bound is forgotten; the rest are still known.
+        claim.metadata.resource_version = Some(versions[0].clone());
+        assert!(!reservations.is_claim_superseded(&claim));
+        claim.metadata.resource_version = Some(versions[1].clone());
+        assert!(reservations.is_claim_superseded(&claim));
+        // A member of the same name is another object.
+        let namesake = member("c", &versions[1]);
+        assert_eq!(reservations.free(vec![namesake]).members.len(), 1);
     }
 
     #[test]
