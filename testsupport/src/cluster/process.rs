@@ -233,7 +233,13 @@ impl ControlPlane {
                     "--cert-dir={}",
                     dir.join("controller-manager").display()
                 ))
-                .arg("--concurrent-gc-syncs=4"),
+                .arg("--concurrent-gc-syncs=4")
+                // The garbage collector deletes every pod and Service a test or benchmark
+                // leaves to it; at client-go's default 20 requests/s that, not the API server,
+                // bounds a deletion of thousands (the scale benchmark). Kubernetes' own
+                // scalability runs give the controller manager 100.
+                .arg("--kube-api-qps=100")
+                .arg("--kube-api-burst=200"),
         )?;
         // The controller manager works once it has made the `default` namespace's account.
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
