@@ -68,7 +68,9 @@ pub async fn run(
         requests,
         ..PhaseReport::default()
     };
-    clean(&apis, &pods, deadline).await?;
+    let names = uids.into_iter().map(|(name, _)| name);
+    let claim_names = (0..claims.items).map(|i| format!("bare-claim-{i}"));
+    clean(&apis, &pods, claim_names, names, concurrency, deadline).await?;
     Ok(vec![sandboxes, claims])
 }
 
@@ -125,13 +127,36 @@ async fn bare_claim(apis: &Apis, name: &str, sandbox: &str) -> Result<()> {
     Ok(())
 }
 
-/// Deletes the baseline's claims and sandboxes (their pods go with them) and waits until
-/// nothing is left, so the controllers' runs start on a quiet cluster.
-async fn clean(apis: &Apis, pods: &Api<Pod>, deadline: Duration) -> Result<()> {
-    let params = kube::api::DeleteParams::background();
+/// Deletes the baseline's claims and sandboxes (their pods go with them), `concurrency` at a
+/// time, and waits until nothing is left, so the controllers' runs start on a quiet cluster.
+/// One by one rather than one delete-collection: the API server deletes a collection's items
+/// one after another within the request, which at thousands outlasts a client's timeout.
+async fn clean(
+    apis: &Apis,
+    pods: &Api<Pod>,
+    claims: impl Iterator<Item = String>,
+    sandboxes: impl Iterator<Item = String>,
+    concurrency: usize,
+    deadline: Duration,
+) -> Result<()> {
     let all = kube::api::ListParams::default();
-    apis.claims.delete_collection(&params, &all).await?;
-    apis.sandboxes.delete_collection(&params, &all).await?;
+    let deletes = claims
+        .map(|n| (apis.claims.clone(), n))
+        .chain(sandboxes.map(|n| (apis.sandboxes.clone(), n)));
+    stream::iter(deletes)
+        .map(|(api, name)| async move {
+            match api
+                .delete(&name, &kube::api::DeleteParams::background())
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e).with_context(|| format!("delete {name}")),
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
     let end = Instant::now() + deadline;
     loop {
         let left =
