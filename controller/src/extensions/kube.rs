@@ -36,6 +36,7 @@ use super::ExtensionsConfig;
 use super::cached::CachedStore;
 use super::router::sandbox_controller;
 use crate::claim::{MemberCache, Reservations, reconcile_claim};
+use crate::drive::cached_watch::cached_watch;
 use crate::drive::{KeyedBackoff, RetryBackoff};
 use crate::pool::{Expectations, reconcile_pool};
 use crate::template::{NETWORK_POLICY_SUFFIX, network_policy};
@@ -209,6 +210,18 @@ async fn reconcile_template_object(
     Ok(done(template.as_ref(), &ctx, None))
 }
 
+/// A controller of `api`'s objects, as `Controller::new` makes it, whose cache holds them
+/// without their managed fields.
+fn cached_controller<K>(api: Api<K>, wc: watcher::Config) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let objects = reflector::reflector(writer, cached_watch(api, wc)).applied_objects();
+    Controller::for_stream(objects, reader)
+}
+
 /// Runs the claim, pool and template controllers until `stop`.
 pub async fn run(
     client: Client,
@@ -222,16 +235,16 @@ pub async fn run(
     let (member_reader, member_writer) = reflector::store();
     let member_watch = reflector::reflector(
         member_writer,
-        watcher(api::<Sandbox>(&client, ns), MemberCache::watch_config()).default_backoff(),
+        cached_watch(api::<Sandbox>(&client, ns), MemberCache::watch_config()).default_backoff(),
     )
     .for_each(|_| async {});
     let wc = watcher::Config::default();
     let controller_config = kube::runtime::controller::Config::default().concurrency(concurrency);
-    let claims = Controller::new(api::<SandboxClaim>(&client, ns), wc.clone())
+    let claims = cached_controller(api::<SandboxClaim>(&client, ns), wc.clone())
         .with_config(controller_config.clone());
-    let pools = Controller::new(api::<SandboxWarmPool>(&client, ns), wc.clone())
+    let pools = cached_controller(api::<SandboxWarmPool>(&client, ns), wc.clone())
         .with_config(controller_config.clone());
-    let templates = Controller::new(api::<SandboxTemplate>(&client, ns), wc.clone())
+    let templates = cached_controller(api::<SandboxTemplate>(&client, ns), wc.clone())
         .with_config(controller_config);
     // Claims read pools and templates from the caches of their own controllers.
     let store = KubeStore::new(client.clone());

@@ -40,6 +40,7 @@ pub use context::{Context, error_policy, reconcile};
 pub use http::{Probes, install_metrics, serve_probes};
 pub use lease::{LeaderElector, LeaseConfig, LeaseError};
 
+use crate::drive::cached_watch::cached_watch;
 use crate::platform::kube::{KubeCache, KubePlatform, PodIndex};
 use crate::snapshot::kube::SnapshotFeed;
 
@@ -209,7 +210,7 @@ where
 
     let sandbox_events = reflector(
         sandbox_writer,
-        watcher(
+        cached_watch(
             scoped::<Sandbox>(client.clone(), ns),
             watcher::Config::default(),
         ),
@@ -219,7 +220,7 @@ where
     let pod_index = PodIndex::default();
     let pod_events = reflector(
         pod_writer,
-        watcher(scoped::<Pod>(client.clone(), ns), owned.clone()),
+        cached_watch(scoped::<Pod>(client.clone(), ns), owned.clone()),
     )
     .default_backoff()
     .inspect_ok({
@@ -229,13 +230,13 @@ where
     .touched_objects();
     let service_events = reflector(
         service_writer,
-        watcher(scoped::<Service>(client.clone(), ns), owned.clone()),
+        cached_watch(scoped::<Service>(client.clone(), ns), owned.clone()),
     )
     .default_backoff()
     .touched_objects();
     let claim_events = reflector(
         claim_writer,
-        watcher(scoped::<PersistentVolumeClaim>(client.clone(), ns), owned),
+        cached_watch(scoped::<PersistentVolumeClaim>(client.clone(), ns), owned),
     )
     .default_backoff()
     .touched_objects();
@@ -244,7 +245,7 @@ where
         snapshots.clone(),
         reflector(
             snapshot_writer,
-            watcher(
+            cached_watch(
                 scoped::<SandboxSnapshot>(client.clone(), ns),
                 watcher::Config::default(),
             ),

@@ -35,6 +35,7 @@ use rouse_shared::store::{KubeStore, ObjectKey};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
+use crate::drive::cached_watch::cached_watch;
 use crate::drive::{KeyedBackoff, RetryBackoff};
 use context::{Context, RETRY_MAX};
 use ownership::SNAPSHOT_UID_LABEL;
@@ -69,7 +70,7 @@ pub async fn run(
         owned_cache = Some(writer.as_reader());
         // Only objects this controller labelled are watched.
         let wc = watcher::Config::default().labels(SNAPSHOT_UID_LABEL);
-        let watch = reflector::reflector(writer, watcher(owned_api, wc))
+        let watch = reflector::reflector(writer, cached_watch(owned_api, wc))
             .default_backoff()
             .touched_objects();
         controller = controller.owns_stream_with(watch, owned);
