@@ -22,7 +22,9 @@ use serde_json::json;
 
 use super::adopt::adoption_patch;
 use super::plan::{Binding, ClaimObserved, ClaimStep, bound_name, plan};
-use super::reconcile::{ClaimError, ClaimOutcome, optional, pool_members, reconcile_claim};
+use super::reconcile::{
+    ClaimError, ClaimOutcome, never_reconciled, optional, pool_members, reconcile_claim,
+};
 use super::reservations::{Reservation, Reservations};
 use super::status;
 use super::writes::{Adoption, AdoptionStep, AdoptionWrites};
@@ -199,9 +201,18 @@ where
             )?,
             None => None,
         };
+        // A claim never reconciled owns no sandbox yet (every pass stamps or names one on the
+        // claim before it binds it), and the claims were just read from the store: a burst
+        // of new claims costs no read of a sandbox named like each.
         let bound = join_all(claims.iter().map(|c| {
             let key = ObjectKey::new(&pool_key.namespace, bound_name(c));
-            async move { optional(Store::<Sandbox>::get(store, &key).await) }
+            let new = never_reconciled(c);
+            async move {
+                if new {
+                    return Ok(None);
+                }
+                optional(Store::<Sandbox>::get(store, &key).await)
+            }
         }))
         .await
         .into_iter()

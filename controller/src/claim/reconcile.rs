@@ -408,7 +408,7 @@ fn first_observed_stamp(claim: &SandboxClaim, now: Timestamp) -> Option<String> 
 
 /// Whether no pass over `claim` has written anything yet: no first-observed stamp, no status,
 /// no sandbox named by annotation.
-fn never_reconciled(claim: &SandboxClaim) -> bool {
+pub(super) fn never_reconciled(claim: &SandboxClaim) -> bool {
     claim.status.is_none()
         && !claim
             .annotations()

@@ -5,13 +5,17 @@
 //! [`ExtensionsConfig::concurrency`] reconciles run at once. Pool members are ordinary
 //! Sandboxes, which the Sandbox driver runs on the local platform.
 //!
-//! Claims go in batches ([`ExtensionsConfig::claim_batch`]): one batch runs at a time, and
-//! the claims that arrive meanwhile wait for it and go together in the next, so a burst of
-//! claims costs a few commits instead of several per claim ([`reconcile_claims`]).
+//! Claims go in batches ([`ExtensionsConfig::claim_batch`]): at most
+//! [`CLAIM_BATCHES_IN_FLIGHT`] run at once, and the claims that arrive meanwhile wait and go
+//! together in the next, so a burst of claims costs a few commits instead of several per
+//! claim ([`reconcile_claims`]). Two rather than one: a burst whose creates reach the store in
+//! two commits plans its second half while the first half's adoptions are being made durable,
+//! instead of after them; the members either batch takes are reserved, so no two batches
+//! plan on the same member.
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -33,6 +37,9 @@ use crate::pool::{Expectations, reconcile_pool};
 
 /// Bound of the event channel between the watches and the driver.
 const EVENT_CAPACITY: usize = 1024;
+
+/// Most claim batches running at once.
+pub const CLAIM_BATCHES_IN_FLIGHT: usize = 2;
 
 /// A change seen by one of the watches.
 #[derive(Debug)]
@@ -85,7 +92,7 @@ pub async fn run_standalone<S: ExtensionsStore>(
         router: Router::default(),
         templates: HashSet::new(),
         batching: config.claim_batch > 1,
-        batch_running: Arc::new(AtomicBool::new(false)),
+        batches_running: Arc::new(AtomicUsize::new(0)),
         config: Arc::new(config),
     };
     driver::run(kind, sources, drive, shutdown).await;
@@ -104,8 +111,9 @@ struct Extensions<S> {
     config: Arc<ExtensionsConfig>,
     /// Claims go in batches (`claim_batch > 1`).
     batching: bool,
-    /// A claim batch runs; cleared by the batch's job when it ends, however it ends.
-    batch_running: Arc<AtomicBool>,
+    /// Claim batches running; each batch's job takes itself off when it ends, however it
+    /// ends.
+    batches_running: Arc<AtomicUsize>,
 }
 
 impl<S: ExtensionsStore> Extensions<S> {
@@ -115,17 +123,22 @@ impl<S: ExtensionsStore> Extensions<S> {
         self.templates.insert(ObjectKey::of(template))
     }
 
-    /// The next claim batch, if batching, none runs and claims are ready.
+    /// The next claim batch, if batching, fewer than [`CLAIM_BATCHES_IN_FLIGHT`] run and
+    /// claims are ready.
     fn claim_batch(&mut self, queue: &mut Queue<Work>) -> Option<Job<Work>> {
-        if !self.batching || self.batch_running.load(Ordering::Acquire) {
+        // Only this driver's task starts batches, so the check and the increment below do
+        // not race; the jobs only ever lower the count.
+        if !self.batching || self.batches_running.load(Ordering::Acquire) >= CLAIM_BATCHES_IN_FLIGHT
+        {
             return None;
         }
         let claims = queue.pop_matching(self.config.claim_batch, is_claim);
         if claims.is_empty() {
             return None;
         }
-        self.batch_running.store(true, Ordering::Release);
-        let ended = BatchEnded(self.batch_running.clone());
+        let running = self.batches_running.fetch_add(1, Ordering::AcqRel) + 1;
+        metrics::gauge!("rouse_controller_claim_batches_running").set(running as f64);
+        let ended = BatchEnded(self.batches_running.clone());
         let (store, reservations, config) = (
             self.store.clone(),
             self.reservations.clone(),
@@ -229,13 +242,14 @@ fn outcome(result: Result<Option<Duration>, bool>) -> Outcome {
     }
 }
 
-/// Clears the batch flag when the batch's job ends — returns, panics or is cancelled — so
-/// the next batch never waits for one that is over.
-struct BatchEnded(Arc<AtomicBool>);
+/// Takes a batch off the running count when its job ends — returns, panics or is
+/// cancelled — so the next batch never waits for one that is over.
+struct BatchEnded(Arc<AtomicUsize>);
 
 impl Drop for BatchEnded {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        let running = self.0.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
+        metrics::gauge!("rouse_controller_claim_batches_running").set(running as f64);
     }
 }
 
@@ -287,4 +301,54 @@ async fn reconcile<S: ExtensionsStore>(
     metrics::counter!("rouse_controller_extension_reconciles_total", "kind" => work.kind(), "result" => label)
         .increment(1);
     result.map_err(|(retry, _, _)| retry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{EmbeddedStore, STORE_FILE_NAME};
+
+    fn claim(name: &str) -> Work {
+        Work::Claim(ObjectKey::new("default", name))
+    }
+
+    #[tokio::test]
+    async fn a_second_claim_batch_starts_while_one_runs_and_a_third_waits_for_either() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = EmbeddedStore::open(&dir.path().join(STORE_FILE_NAME)).expect("store");
+        let mut kind = Extensions {
+            store,
+            expectations: Expectations::default(),
+            reservations: Reservations::default(),
+            router: Router::default(),
+            templates: HashSet::new(),
+            batching: true,
+            batches_running: Arc::new(AtomicUsize::new(0)),
+            config: Arc::new(ExtensionsConfig::default()),
+        };
+        let mut queue = Queue::default();
+        // The jobs are not polled: only which jobs start is under test.
+        queue.add(claim("a"));
+        let first = kind.next_job(&mut queue).expect("a batch");
+        queue.add(claim("b"));
+        let second = kind
+            .next_job(&mut queue)
+            .expect("a second batch while the first runs");
+        queue.add(claim("c"));
+        assert!(
+            kind.next_job(&mut queue).is_none(),
+            "no third batch while {CLAIM_BATCHES_IN_FLIGHT} run"
+        );
+        // Pools are not held back by running batches.
+        queue.add(Work::Pool(ObjectKey::new("default", "pool")));
+        assert!(kind.next_job(&mut queue).is_some(), "the pool's reconcile");
+        // A batch that ends however it ends (here: dropped, as on cancellation) frees its place.
+        drop(first);
+        let third = kind
+            .next_job(&mut queue)
+            .expect("the waiting claim goes once a batch has ended");
+        assert_eq!(kind.batches_running.load(Ordering::Acquire), 2);
+        drop((second, third));
+        assert_eq!(kind.batches_running.load(Ordering::Acquire), 0);
+    }
 }
