@@ -2,7 +2,12 @@
 //! verb for the resources a sandbox involves, and the requests of ServiceAccounts from API
 //! Priority and Fairness (`apiserver_flowcontrol_dispatched_requests_total` of the
 //! `service-accounts` flow schema) — in this cluster the controller under test is the only
-//! client that is a ServiceAccount, so that count is its own, exactly.
+//! client that is a ServiceAccount, so that count is its own, exactly. Besides counts, two
+//! times that tell the API server's side of a controller's latency from its own: how long the
+//! API server took over the PATCHes of those resources (`apiserver_request_duration_seconds`;
+//! only the controllers patch them, kwok's `pods/status` left out), and how long the
+//! ServiceAccounts' requests waited in API Priority and Fairness's queues before they ran
+//! (`apiserver_flowcontrol_request_wait_duration_seconds`).
 
 use std::collections::BTreeMap;
 
@@ -30,6 +35,33 @@ pub struct Counts {
     pub by_verb: BTreeMap<String, f64>,
     /// Requests of ServiceAccounts (the controller under test).
     pub service_accounts: f64,
+    /// Time the API server took over PATCHes of [`RESOURCES`].
+    pub patch: Timing,
+    /// Time ServiceAccounts' requests waited in API Priority and Fairness's queues.
+    pub apf_wait: Timing,
+}
+
+/// A histogram's sum and count.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Timing {
+    /// Seconds, summed.
+    pub seconds: f64,
+    /// Observations.
+    pub count: f64,
+}
+
+impl Timing {
+    /// The mean in milliseconds, if anything was observed.
+    pub fn mean_ms(&self) -> Option<f64> {
+        (self.count > 0.0).then(|| self.seconds * 1000.0 / self.count)
+    }
+
+    fn since(&self, before: &Timing) -> Timing {
+        Timing {
+            seconds: (self.seconds - before.seconds).max(0.0),
+            count: (self.count - before.count).max(0.0),
+        }
+    }
 }
 
 impl Counts {
@@ -54,6 +86,8 @@ impl Counts {
         Counts {
             by_verb,
             service_accounts: (self.service_accounts - before.service_accounts).max(0.0),
+            patch: self.patch.since(&before.patch),
+            apf_wait: self.apf_wait.since(&before.apf_wait),
         }
     }
 
@@ -88,18 +122,54 @@ fn sample(line: &str) -> Option<(BTreeMap<&str, &str>, f64)> {
     Some((labels, value))
 }
 
+/// Whether a sample with these labels is a request to a sandbox's resources, leaving out
+/// the subresources only the scheduler and kwok write.
+fn sandbox_resource(labels: &BTreeMap<&str, &str>) -> bool {
+    let resource = labels.get("resource").copied().unwrap_or_default();
+    let subresource = labels.get("subresource").copied().unwrap_or_default();
+    RESOURCES.contains(&resource)
+        && !(resource == "pods" && matches!(subresource, "binding" | "status"))
+}
+
 fn parse(text: &str) -> Counts {
     let mut counts = Counts::default();
     for line in text.lines() {
-        if line.starts_with("apiserver_request_total{") {
+        let duration = [
+            ("apiserver_request_duration_seconds_sum{", true),
+            ("apiserver_request_duration_seconds_count{", false),
+        ]
+        .into_iter()
+        .find(|(prefix, _)| line.starts_with(prefix));
+        let wait = [
+            (
+                "apiserver_flowcontrol_request_wait_duration_seconds_sum{",
+                true,
+            ),
+            (
+                "apiserver_flowcontrol_request_wait_duration_seconds_count{",
+                false,
+            ),
+        ]
+        .into_iter()
+        .find(|(prefix, _)| line.starts_with(prefix));
+        if let Some((_, is_sum)) = duration {
+            if let Some((labels, value)) = sample(line)
+                && labels.get("verb") == Some(&"PATCH")
+                && sandbox_resource(&labels)
+            {
+                add(&mut counts.patch, is_sum, value);
+            }
+        } else if let Some((_, is_sum)) = wait {
+            if let Some((labels, value)) = sample(line)
+                && labels.get("flow_schema") == Some(&"service-accounts")
+            {
+                add(&mut counts.apf_wait, is_sum, value);
+            }
+        } else if line.starts_with("apiserver_request_total{") {
             let Some((labels, value)) = sample(line) else {
                 continue;
             };
-            let resource = labels.get("resource").copied().unwrap_or_default();
-            let subresource = labels.get("subresource").copied().unwrap_or_default();
-            if !RESOURCES.contains(&resource)
-                || (resource == "pods" && matches!(subresource, "binding" | "status"))
-            {
+            if !sandbox_resource(&labels) {
                 continue;
             }
             let verb = labels.get("verb").copied().unwrap_or_default().to_owned();
@@ -112,6 +182,14 @@ fn parse(text: &str) -> Counts {
         }
     }
     counts
+}
+
+fn add(timing: &mut Timing, is_sum: bool, value: f64) {
+    if is_sum {
+        timing.seconds += value;
+    } else {
+        timing.count += value;
+    }
 }
 
 #[cfg(test)]
@@ -130,6 +208,16 @@ apiserver_request_total{code=\"201\",component=\"apiserver\",dry_run=\"\",group=
 apiserver_request_total{code=\"200\",component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"nodes\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1\"} 7
 apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 25
 apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"exempt\",priority_level=\"exempt\"} 900
+apiserver_request_duration_seconds_sum{component=\"apiserver\",dry_run=\"\",group=\"extensions.agents.x-k8s.io\",resource=\"sandboxclaims\",scope=\"resource\",subresource=\"\",verb=\"PATCH\",version=\"v1beta1\"} 0.5
+apiserver_request_duration_seconds_count{component=\"apiserver\",dry_run=\"\",group=\"extensions.agents.x-k8s.io\",resource=\"sandboxclaims\",scope=\"resource\",subresource=\"\",verb=\"PATCH\",version=\"v1beta1\"} 40
+apiserver_request_duration_seconds_sum{component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"pods\",scope=\"resource\",subresource=\"status\",verb=\"PATCH\",version=\"v1\"} 9
+apiserver_request_duration_seconds_count{component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"pods\",scope=\"resource\",subresource=\"status\",verb=\"PATCH\",version=\"v1\"} 10
+apiserver_request_duration_seconds_sum{component=\"apiserver\",dry_run=\"\",group=\"agents.x-k8s.io\",resource=\"sandboxes\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1beta1\"} 3
+apiserver_request_duration_seconds_count{component=\"apiserver\",dry_run=\"\",group=\"agents.x-k8s.io\",resource=\"sandboxes\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1beta1\"} 10
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute=\"true\",flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 0.25
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 25
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute=\"true\",flow_schema=\"exempt\",priority_level=\"exempt\"} 7
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_schema=\"exempt\",priority_level=\"exempt\"} 900
 ";
         let counts = parse(text);
         assert_eq!(
@@ -137,13 +225,28 @@ apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"exempt\",priority_
             BTreeMap::from([("POST".to_owned(), 20.0), ("PUT".to_owned(), 7.0)])
         );
         assert_eq!(counts.service_accounts, 25.0);
+        // Only the controllers' PATCHes (not kwok's pods/status, not GETs), and only the
+        // ServiceAccounts' waits.
+        assert_eq!(counts.patch.mean_ms(), Some(12.5));
+        assert_eq!(counts.apf_wait.mean_ms(), Some(10.0));
+        assert_eq!(Timing::default().mean_ms(), None);
         let later = Counts {
             by_verb: BTreeMap::from([("POST".to_owned(), 50.0), ("PUT".to_owned(), 7.0)]),
             service_accounts: 40.0,
+            patch: Timing {
+                seconds: 1.5,
+                count: 50.0,
+            },
+            apf_wait: Timing {
+                seconds: 0.25,
+                count: 25.0,
+            },
         };
         let delta = later.since(&counts);
         assert_eq!(delta.by_verb, BTreeMap::from([("POST".to_owned(), 30.0)]));
         assert_eq!(delta.service_accounts, 15.0);
+        assert_eq!(delta.patch.mean_ms(), Some(100.0));
+        assert_eq!(delta.apf_wait.mean_ms(), None);
         let own = BTreeMap::from([("POST".to_owned(), 10.0)]);
         assert_eq!(delta.without(&own).total(), 20.0);
     }

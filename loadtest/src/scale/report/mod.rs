@@ -217,6 +217,18 @@ fn rows(runs: &[RunReport]) -> Vec<Row> {
                 &|r| Some(p(r)?.requests.by_verb.get(&verb).copied().unwrap_or(0.0) / items(r)?),
             );
         }
+        row(
+            format!("{phase}: API server time per PATCH (mean)"),
+            "ms",
+            false,
+            &|r| p(r)?.requests.patch.mean_ms(),
+        );
+        row(
+            format!("{phase}: controller's wait in API server queues (mean)"),
+            "ms",
+            false,
+            &|r| p(r)?.requests.apf_wait.mean_ms(),
+        );
         row(format!("{phase}: controller CPU"), "s", false, &|r| {
             p(r).map(|p| p.usage.cpu_seconds)
         });

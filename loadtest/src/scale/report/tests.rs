@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::super::SizeReport;
-use super::super::apimetrics::Counts;
+use super::super::apimetrics::{Counts, Timing};
 use super::super::measure::{Latency, PhaseReport};
 use super::super::process::{Usage, Which};
 use super::{RunReport, render};
@@ -22,6 +22,11 @@ fn burst(per_sec_items: usize, seconds: u64, cpu: f64, posts: f64) -> PhaseRepor
         requests: Counts {
             by_verb: BTreeMap::from([("POST".to_owned(), posts)]),
             service_accounts: posts * 2.0,
+            patch: Timing {
+                seconds: posts / 100.0,
+                count: posts,
+            },
+            ..Counts::default()
         },
         usage: Usage {
             cpu_seconds: cpu,
@@ -48,7 +53,7 @@ fn the_table_puts_the_controllers_side_by_side_with_ratios_and_the_baseline() {
         elapsed: Duration::from_secs(2),
         requests: Counts {
             by_verb: BTreeMap::from([("POST".to_owned(), 200.0)]),
-            service_accounts: 0.0,
+            ..Counts::default()
         },
         ..PhaseReport::default()
     };
@@ -90,6 +95,13 @@ fn the_table_puts_the_controllers_side_by_side_with_ratios_and_the_baseline() {
         text.contains("| burst: controller peak RSS | MiB | 64.0 | 64.0 | 1.00 |"),
         "{text}"
     );
+    // The API server's time per PATCH: 10 ms each for both.
+    assert!(
+        text.contains("| burst: API server time per PATCH (mean) | ms | 10.0 | 10.0 | 1.00 |"),
+        "{text}"
+    );
+    // No request of either was seen queued: no row.
+    assert!(!text.contains("wait in API server queues"), "{text}");
     assert!(
         text.contains("| run: correctness violations |  | 2.00 | 0 | 0.00 |"),
         "{text}"
