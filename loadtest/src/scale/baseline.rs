@@ -143,20 +143,7 @@ async fn clean(
     let deletes = claims
         .map(|n| (apis.claims.clone(), n))
         .chain(sandboxes.map(|n| (apis.sandboxes.clone(), n)));
-    stream::iter(deletes)
-        .map(|(api, name)| async move {
-            match api
-                .delete(&name, &kube::api::DeleteParams::background())
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                Err(e) => Err(e).with_context(|| format!("delete {name}")),
-            }
-        })
-        .buffer_unordered(concurrency.max(1))
-        .try_collect::<Vec<()>>()
-        .await?;
+    objects::delete_each(deletes, concurrency).await?;
     let end = Instant::now() + deadline;
     loop {
         let left =

@@ -2,7 +2,9 @@
 //! either one alone knows): a Sandbox running one container, the template and pool of the
 //! warm pool, claims of it.
 
-use kube::api::{ApiResource, DynamicObject, PostParams};
+use anyhow::{Context, Result};
+use futures::{StreamExt, TryStreamExt, stream};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
@@ -89,4 +91,24 @@ impl Apis {
     pub async fn create(api: &Api<DynamicObject>, object: &DynamicObject) -> kube::Result<()> {
         api.create(&PostParams::default(), object).await.map(|_| ())
     }
+}
+
+/// Deletes every `(api, name)`, `concurrency` at a time, in the background (owned objects go
+/// with their owners); an object already gone counts as deleted.
+pub async fn delete_each(
+    deletes: impl IntoIterator<Item = (Api<DynamicObject>, String)>,
+    concurrency: usize,
+) -> Result<()> {
+    stream::iter(deletes)
+        .map(|(api, name)| async move {
+            match api.delete(&name, &DeleteParams::background()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e).with_context(|| format!("delete {name}")),
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
 }

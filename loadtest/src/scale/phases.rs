@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{DeleteParams, DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
 use tokio::task::JoinSet;
 
@@ -252,17 +252,7 @@ impl Run<'_> {
         }
         probe.own("LIST", 2);
         probe.own("DELETE", deletes.len());
-        stream::iter(deletes)
-            .map(|(api, name)| async move {
-                match api.delete(&name, &DeleteParams::background()).await {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                    Err(e) => Err(e).with_context(|| format!("delete {name}")),
-                }
-            })
-            .buffer_unordered(concurrency.max(1))
-            .try_collect::<Vec<()>>()
-            .await?;
+        objects::delete_each(deletes, concurrency).await?;
         let mut marks = Vec::new();
         let end = start + self.deadline;
         let left = loop {
