@@ -37,6 +37,8 @@ pub struct Counts {
     pub service_accounts: f64,
     /// Time the API server took over PATCHes of [`RESOURCES`].
     pub patch: Timing,
+    /// The same by resource (`sandboxes`, `sandboxes/status`, ...).
+    pub patch_by: BTreeMap<String, Timing>,
     /// Time ServiceAccounts' requests waited in API Priority and Fairness's queues.
     pub apf_wait: Timing,
 }
@@ -87,6 +89,17 @@ impl Counts {
             by_verb,
             service_accounts: (self.service_accounts - before.service_accounts).max(0.0),
             patch: self.patch.since(&before.patch),
+            patch_by: self
+                .patch_by
+                .iter()
+                .map(|(k, t)| {
+                    (
+                        k.clone(),
+                        t.since(&before.patch_by.get(k).copied().unwrap_or_default()),
+                    )
+                })
+                .filter(|(_, t)| t.count > 0.0)
+                .collect(),
             apf_wait: self.apf_wait.since(&before.apf_wait),
         }
     }
@@ -158,6 +171,12 @@ fn parse(text: &str) -> Counts {
                 && sandbox_resource(&labels)
             {
                 add(&mut counts.patch, is_sum, value);
+                let resource = labels.get("resource").copied().unwrap_or_default();
+                let key = match labels.get("subresource").copied().unwrap_or_default() {
+                    "" => resource.to_owned(),
+                    sub => format!("{resource}/{sub}"),
+                };
+                add(counts.patch_by.entry(key).or_default(), is_sum, value);
             }
         } else if let Some((_, is_sum)) = wait {
             if let Some((labels, value)) = sample(line)
@@ -228,6 +247,10 @@ apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_
         // Only the controllers' PATCHes (not kwok's pods/status, not GETs), and only the
         // ServiceAccounts' waits.
         assert_eq!(counts.patch.mean_ms(), Some(12.5));
+        assert_eq!(
+            counts.patch_by.keys().collect::<Vec<_>>(),
+            vec!["sandboxclaims"]
+        );
         assert_eq!(counts.apf_wait.mean_ms(), Some(10.0));
         assert_eq!(Timing::default().mean_ms(), None);
         let later = Counts {
@@ -241,11 +264,19 @@ apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_
                 seconds: 0.25,
                 count: 25.0,
             },
+            patch_by: BTreeMap::from([(
+                "sandboxclaims".to_owned(),
+                Timing {
+                    seconds: 1.5,
+                    count: 50.0,
+                },
+            )]),
         };
         let delta = later.since(&counts);
         assert_eq!(delta.by_verb, BTreeMap::from([("POST".to_owned(), 30.0)]));
         assert_eq!(delta.service_accounts, 15.0);
         assert_eq!(delta.patch.mean_ms(), Some(100.0));
+        assert_eq!(delta.patch_by["sandboxclaims"].mean_ms(), Some(100.0));
         assert_eq!(delta.apf_wait.mean_ms(), None);
         let own = BTreeMap::from([("POST".to_owned(), 10.0)]);
         assert_eq!(delta.without(&own).total(), 20.0);

@@ -223,6 +223,19 @@ fn rows(runs: &[RunReport]) -> Vec<Row> {
             false,
             &|r| p(r)?.requests.patch.mean_ms(),
         );
+        let patched: BTreeSet<String> = runs
+            .iter()
+            .filter_map(|r| r.phase(phase))
+            .flat_map(|p| p.requests.patch_by.keys().cloned())
+            .collect();
+        for resource in patched {
+            row(
+                format!("{phase}: API server time per PATCH of {resource} (mean)"),
+                "ms",
+                false,
+                &|r| p(r)?.requests.patch_by.get(&resource)?.mean_ms(),
+            );
+        }
         row(
             format!("{phase}: controller's wait in API server queues (mean)"),
             "ms",
