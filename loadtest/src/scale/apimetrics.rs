@@ -35,9 +35,8 @@ pub struct Counts {
     pub by_verb: BTreeMap<String, f64>,
     /// Requests of ServiceAccounts (the controller under test).
     pub service_accounts: f64,
-    /// Time the API server took over PATCHes of [`RESOURCES`].
-    pub patch: Timing,
-    /// The same by resource (`sandboxes`, `sandboxes/status`, ...).
+    /// Time the API server took over PATCHes of [`RESOURCES`], by resource (`sandboxes`,
+    /// `sandboxes/status`, ...).
     pub patch_by: BTreeMap<String, Timing>,
     /// Time ServiceAccounts' requests waited in API Priority and Fairness's queues.
     pub apf_wait: Timing,
@@ -56,6 +55,13 @@ impl Timing {
     /// The mean in milliseconds, if anything was observed.
     pub fn mean_ms(&self) -> Option<f64> {
         (self.count > 0.0).then(|| self.seconds * 1000.0 / self.count)
+    }
+
+    fn plus(self, other: Timing) -> Timing {
+        Timing {
+            seconds: self.seconds + other.seconds,
+            count: self.count + other.count,
+        }
     }
 
     fn since(&self, before: &Timing) -> Timing {
@@ -88,7 +94,6 @@ impl Counts {
         Counts {
             by_verb,
             service_accounts: (self.service_accounts - before.service_accounts).max(0.0),
-            patch: self.patch.since(&before.patch),
             patch_by: self
                 .patch_by
                 .iter()
@@ -102,6 +107,13 @@ impl Counts {
                 .collect(),
             apf_wait: self.apf_wait.since(&before.apf_wait),
         }
+    }
+
+    /// Time the API server took over all PATCHes of [`Counts::patch_by`].
+    pub fn patch_total(&self) -> Timing {
+        self.patch_by
+            .values()
+            .fold(Timing::default(), |a, t| a.plus(*t))
     }
 
     /// All requests of [`Counts::by_verb`].
@@ -147,30 +159,11 @@ fn sandbox_resource(labels: &BTreeMap<&str, &str>) -> bool {
 fn parse(text: &str) -> Counts {
     let mut counts = Counts::default();
     for line in text.lines() {
-        let duration = [
-            ("apiserver_request_duration_seconds_sum{", true),
-            ("apiserver_request_duration_seconds_count{", false),
-        ]
-        .into_iter()
-        .find(|(prefix, _)| line.starts_with(prefix));
-        let wait = [
-            (
-                "apiserver_flowcontrol_request_wait_duration_seconds_sum{",
-                true,
-            ),
-            (
-                "apiserver_flowcontrol_request_wait_duration_seconds_count{",
-                false,
-            ),
-        ]
-        .into_iter()
-        .find(|(prefix, _)| line.starts_with(prefix));
-        if let Some((_, is_sum)) = duration {
+        if let Some(is_sum) = histogram_part(line, "apiserver_request_duration_seconds") {
             if let Some((labels, value)) = sample(line)
                 && labels.get("verb") == Some(&"PATCH")
                 && sandbox_resource(&labels)
             {
-                add(&mut counts.patch, is_sum, value);
                 let resource = labels.get("resource").copied().unwrap_or_default();
                 let key = match labels.get("subresource").copied().unwrap_or_default() {
                     "" => resource.to_owned(),
@@ -178,7 +171,9 @@ fn parse(text: &str) -> Counts {
                 };
                 add(counts.patch_by.entry(key).or_default(), is_sum, value);
             }
-        } else if let Some((_, is_sum)) = wait {
+        } else if let Some(is_sum) =
+            histogram_part(line, "apiserver_flowcontrol_request_wait_duration_seconds")
+        {
             if let Some((labels, value)) = sample(line)
                 && labels.get("flow_schema") == Some(&"service-accounts")
             {
@@ -201,6 +196,19 @@ fn parse(text: &str) -> Counts {
         }
     }
     counts
+}
+
+/// Whether `line` is the sum (`true`) or the count (`false`) of histogram `name`; `None` for
+/// any other line.
+fn histogram_part(line: &str, name: &str) -> Option<bool> {
+    let rest = line.strip_prefix(name)?;
+    if rest.starts_with("_sum{") {
+        Some(true)
+    } else if rest.starts_with("_count{") {
+        Some(false)
+    } else {
+        None
+    }
 }
 
 fn add(timing: &mut Timing, is_sum: bool, value: f64) {
@@ -246,7 +254,7 @@ apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_
         assert_eq!(counts.service_accounts, 25.0);
         // Only the controllers' PATCHes (not kwok's pods/status, not GETs), and only the
         // ServiceAccounts' waits.
-        assert_eq!(counts.patch.mean_ms(), Some(12.5));
+        assert_eq!(counts.patch_total().mean_ms(), Some(12.5));
         assert_eq!(
             counts.patch_by.keys().collect::<Vec<_>>(),
             vec!["sandboxclaims"]
@@ -256,10 +264,6 @@ apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_
         let later = Counts {
             by_verb: BTreeMap::from([("POST".to_owned(), 50.0), ("PUT".to_owned(), 7.0)]),
             service_accounts: 40.0,
-            patch: Timing {
-                seconds: 1.5,
-                count: 50.0,
-            },
             apf_wait: Timing {
                 seconds: 0.25,
                 count: 25.0,
@@ -275,7 +279,7 @@ apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_
         let delta = later.since(&counts);
         assert_eq!(delta.by_verb, BTreeMap::from([("POST".to_owned(), 30.0)]));
         assert_eq!(delta.service_accounts, 15.0);
-        assert_eq!(delta.patch.mean_ms(), Some(100.0));
+        assert_eq!(delta.patch_total().mean_ms(), Some(100.0));
         assert_eq!(delta.patch_by["sandboxclaims"].mean_ms(), Some(100.0));
         assert_eq!(delta.apf_wait.mean_ms(), None);
         let own = BTreeMap::from([("POST".to_owned(), 10.0)]);

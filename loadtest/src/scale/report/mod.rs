@@ -1,11 +1,12 @@
 //! One controller's run as numbers, its correctness checks, and the Markdown table that
 //! puts the controllers side by side with their ratios and the bare-write baseline.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::SizeReport;
+use super::apimetrics::Counts;
 use super::measure::PhaseReport;
 use super::process::{Usage, Which};
 use super::tracker::Tracker;
@@ -124,6 +125,18 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// The rows of every phase, one column per run.
+/// The keys any run's `phase` has in the map `of` picks from its request counts.
+fn keys<V>(
+    runs: &[RunReport],
+    phase: &str,
+    of: impl Fn(&Counts) -> &BTreeMap<String, V>,
+) -> BTreeSet<String> {
+    runs.iter()
+        .filter_map(|r| r.phase(phase))
+        .flat_map(|p| of(&p.requests).keys().cloned())
+        .collect()
+}
+
 fn rows(runs: &[RunReport]) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut row = |label: String, unit, higher_is_better, f: &dyn Fn(&RunReport) -> Option<f64>| {
@@ -204,12 +217,7 @@ fn rows(runs: &[RunReport]) -> Vec<Row> {
             false,
             &|r| Some(p(r)?.requests.service_accounts / items(r)?),
         );
-        let verbs: BTreeSet<String> = runs
-            .iter()
-            .filter_map(|r| r.phase(phase))
-            .flat_map(|p| p.requests.by_verb.keys().cloned())
-            .collect();
-        for verb in verbs {
+        for verb in keys(runs, phase, |c| &c.by_verb) {
             row(
                 format!("{phase}: {verb} per item (all but the benchmark)"),
                 "",
@@ -221,14 +229,9 @@ fn rows(runs: &[RunReport]) -> Vec<Row> {
             format!("{phase}: API server time per PATCH (mean)"),
             "ms",
             false,
-            &|r| p(r)?.requests.patch.mean_ms(),
+            &|r| p(r)?.requests.patch_total().mean_ms(),
         );
-        let patched: BTreeSet<String> = runs
-            .iter()
-            .filter_map(|r| r.phase(phase))
-            .flat_map(|p| p.requests.patch_by.keys().cloned())
-            .collect();
-        for resource in patched {
+        for resource in keys(runs, phase, |c| &c.patch_by) {
             row(
                 format!("{phase}: API server time per PATCH of {resource} (mean)"),
                 "ms",

@@ -22,10 +22,13 @@ fn burst(per_sec_items: usize, seconds: u64, cpu: f64, posts: f64) -> PhaseRepor
         requests: Counts {
             by_verb: BTreeMap::from([("POST".to_owned(), posts)]),
             service_accounts: posts * 2.0,
-            patch: Timing {
-                seconds: posts / 100.0,
-                count: posts,
-            },
+            patch_by: BTreeMap::from([(
+                "sandboxes".to_owned(),
+                Timing {
+                    seconds: posts / 100.0,
+                    count: posts,
+                },
+            )]),
             ..Counts::default()
         },
         usage: Usage {
@@ -98,6 +101,12 @@ fn the_table_puts_the_controllers_side_by_side_with_ratios_and_the_baseline() {
     // The API server's time per PATCH: 10 ms each for both.
     assert!(
         text.contains("| burst: API server time per PATCH (mean) | ms | 10.0 | 10.0 | 1.00 |"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "| burst: API server time per PATCH of sandboxes (mean) | ms | 10.0 | 10.0 | 1.00 |"
+        ),
         "{text}"
     );
     // No request of either was seen queued: no row.
