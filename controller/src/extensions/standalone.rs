@@ -8,8 +8,8 @@
 //! Claims go in batches ([`ExtensionsConfig::claim_batch`]): at most
 //! [`CLAIM_BATCHES_IN_FLIGHT`] run at once, and the claims that arrive meanwhile wait and go
 //! together in the next, so a burst of claims costs a few commits instead of several per
-//! claim ([`reconcile_claims`]). Two rather than one: a burst whose creates reach the store in
-//! two commits plans its second half while the first half's adoptions are being made durable,
+//! claim ([`reconcile_claims`]). Two rather than one: a burst whose claims reach the driver in
+//! two groups plans its second group while the first group's adoptions are being made durable,
 //! instead of after them; the members either batch takes are reserved, so no two batches
 //! plan on the same member.
 
